@@ -1,0 +1,3 @@
+from picontext.cli.main import run
+
+run()

@@ -1,0 +1,95 @@
+"""Every exception picontext raises on purpose.
+
+    PicontextError
+    ├── ConfigError                 unknown model/provider, missing key, bad settings value
+    ├── SessionError
+    │   ├── SessionFormatError      a file that is not a session (path, line)
+    │   ├── EntryNotFound           "Entry <id> not found"
+    │   ├── NotOnActiveBranch       "Entry <id> is not on the active branch"
+    │   ├── NotEditable             "Entry <id> does not contribute editable model content"
+    │   ├── InvalidReplacement      bad context_edit replacement
+    │   ├── InvalidSessionId        caller-supplied id of the wrong shape
+    │   ├── ForkError               fork source empty or invalid
+    │   └── SessionLockedError      another process holds the file lock too long
+    ├── ProviderError               (ai layer) transport and HTTP failures outside a stream
+    │   └── ContextOverflowError
+    └── CompactionError
+        └── NothingToCompact
+
+Messages of the session errors are the reference's own strings, so scripts that match on
+them keep working.
+"""
+
+from __future__ import annotations
+
+
+class PicontextError(Exception):
+    """Base of all picontext errors."""
+
+
+class ConfigError(PicontextError):
+    pass
+
+
+class SessionError(PicontextError):
+    pass
+
+
+class SessionFormatError(SessionError):
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class EntryNotFound(SessionError):
+    def __init__(self, entry_id: object) -> None:
+        super().__init__(f"Entry {entry_id} not found")
+        self.entry_id = entry_id
+
+
+class NotOnActiveBranch(SessionError):
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(f"Entry {entry_id} is not on the active branch")
+
+
+class NotEditable(SessionError):
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(f"Entry {entry_id} does not contribute editable model content")
+
+
+class InvalidReplacement(SessionError):
+    def __init__(self) -> None:
+        super().__init__("Context edit replacement must be null or contain string/array content")
+
+
+class InvalidSessionId(SessionError, ValueError):
+    def __init__(self) -> None:
+        super().__init__(
+            "Session id must be non-empty, contain only alphanumeric characters, '-', '_', and '.', "
+            "and start and end with an alphanumeric character"
+        )
+
+
+class ForkError(SessionError):
+    pass
+
+
+class SessionLockedError(SessionError):
+    pass
+
+
+class ProviderError(PicontextError):
+    pass
+
+
+class ContextOverflowError(ProviderError):
+    pass
+
+
+class CompactionError(PicontextError):
+    pass
+
+
+class NothingToCompact(CompactionError):
+    pass
