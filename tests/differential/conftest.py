@@ -1,0 +1,83 @@
+"""Fixtures that talk to the Pi reference (npm package, pinned in node/package.json) through a
+long-lived node process (node/harness.mjs). CI installs the package (see .ci/run); locally,
+`npm ci --prefix tests/differential/node` does the same. Without node or the package these
+tests fail rather than skip, because they are the proof of compatibility."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NODE_DIR = Path(__file__).parent / "node"
+UNDEFINED = "__undefined__"
+
+
+class PiReference:
+    """Calls into the reference: `call("pi-ai/dist/utils/overflow.js#isContextOverflow", msg)`
+    or `op("session.contextOfFile", path, leaf)` for the composite operations in node/ops/."""
+
+    def __init__(self) -> None:
+        node = shutil.which("node")
+        if node is None:
+            raise RuntimeError("node is not installed: the differential tests need it")
+        if not (NODE_DIR / "node_modules" / "@earendil-works" / "pi-coding-agent").is_dir():
+            raise RuntimeError(f"the Pi reference is not installed: run npm ci --prefix {NODE_DIR}")
+        self._proc = subprocess.Popen(
+            [node, str(NODE_DIR / "harness.mjs")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+        )
+        self._ids = itertools.count(1)
+
+    def _request(self, payload: dict[str, Any]) -> Any:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        rid = next(self._ids)
+        payload["id"] = rid
+        self._proc.stdin.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the node harness exited")
+        answer = json.loads(line)
+        assert answer["id"] == rid
+        if not answer["ok"]:
+            raise ReferenceError(answer["error"])
+        return answer["value"]
+
+    def call(self, target: str, *args: Any) -> Any:
+        return self._request({"call": target, "args": list(args)})
+
+    def op(self, name: str, *args: Any) -> Any:
+        return self._request({"op": name, "args": list(args)})
+
+    def close(self) -> None:
+        if self._proc.stdin:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=10)
+
+
+class ReferenceError(Exception):
+    """The reference threw; the message is its error text."""
+
+
+@pytest.fixture(scope="session")
+def pi() -> Iterator[PiReference]:
+    ref = PiReference()
+    yield ref
+    ref.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "differential" in str(item.fspath):
+            item.add_marker(pytest.mark.differential)
