@@ -15,7 +15,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-
 _ONE_MS = timedelta(milliseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -57,8 +56,22 @@ _ISO_RE = re.compile(
 )
 
 
+def js_date_ms(value: object) -> int | float:
+    """`new Date(value).getTime()`: an int of epoch ms, or NaN (a float) when JS gets NaN."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        if value != value or abs(value) > 8.64e15:
+            return float("nan")
+        return int(value)  # JS truncates toward zero
+    ms = ms_from_iso(value)
+    return int(ms) if ms == ms else ms
+
+
 def ms_from_iso(text: object) -> float:
-    """`new Date(text).getTime()` for ISO-8601 strings; NaN for anything unparseable."""
+    """`Date.parse(text)` for ISO-8601 strings; NaN for anything unparseable."""
     if not isinstance(text, str):
         return float("nan")
     m = _ISO_RE.match(text.strip())

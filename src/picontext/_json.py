@@ -13,7 +13,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
-JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 JsonObject: TypeAlias = dict[str, Any]
 
 _JS_MAX_EXACT = 1e21  # JSON.stringify switches to exponent notation from here on
