@@ -10,7 +10,8 @@
     │   ├── InvalidReplacement      bad context_edit replacement
     │   ├── InvalidSessionId        caller-supplied id of the wrong shape
     │   ├── ForkError               fork source empty or invalid
-    │   └── SessionLockedError      another process holds the file lock too long
+    │   ├── SessionLockedError      another process holds the file lock too long
+    │   └── SessionWriteError       the disk refused a write (full, vanished file)
     ├── ProviderError               (ai layer) transport and HTTP failures outside a stream
     │   └── ContextOverflowError
     └── CompactionError
@@ -77,6 +78,15 @@ class ForkError(SessionError):
 
 class SessionLockedError(SessionError):
     pass
+
+
+class SessionWriteError(SessionError, OSError):
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class ProviderError(PicontextError):

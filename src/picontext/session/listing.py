@@ -1,0 +1,177 @@
+"""Finding sessions: SessionInfo summaries, per-directory and global listings, lookups by id.
+
+Listing streams each file once and keeps only what a picker shows (not every message's text,
+which is how Pi's /resume runs out of memory on large histories).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from picontext import _json
+from picontext._clock import js_date_ms
+from picontext.ai.types import content_text
+from picontext.session import paths
+from picontext.session.store import is_header, read_session_header
+
+
+@dataclass(slots=True)
+class SessionInfo:
+    path: str
+    id: str
+    cwd: str
+    name: str | None
+    parent_session_path: str | None
+    created: datetime | None
+    modified: datetime
+    message_count: int
+    entry_count: int
+    size: int
+    first_message: str
+
+
+def _text(content: Any) -> str:
+    return content_text(content, " ")
+
+
+def build_session_info(path: str) -> SessionInfo | None:
+    """Summary of one file, or None when it is not a session (first value not a header)."""
+    try:
+        stat = os.stat(path)
+        header: dict[str, Any] | None = None
+        name: str | None = None
+        message_count = entry_count = 0
+        first_message = ""
+        last_activity = 0.0
+        with open(path, "rb") as f:
+            for raw in f:
+                if not raw.strip():
+                    continue
+                try:
+                    value = _json.loads(raw)
+                except _json.JsonLineError:
+                    continue
+                if header is None:
+                    if not (isinstance(value, dict) and value.get("type") == "session"):
+                        return None
+                    header = value
+                    continue
+                if not isinstance(value, dict):
+                    continue
+                entry_count += 1
+                kind = value.get("type")
+                if kind == "session_info":
+                    raw_name = value.get("name")
+                    name = raw_name.strip() or None if isinstance(raw_name, str) else None
+                elif kind == "message":
+                    message_count += 1
+                    message = value.get("message")
+                    role = message.get("role") if isinstance(message, dict) else None
+                    if role in ("user", "assistant"):
+                        ts = message.get("timestamp")
+                        activity = ts if isinstance(ts, int | float) else js_date_ms(value.get("timestamp"))
+                        if activity == activity and activity > last_activity:
+                            last_activity = float(activity)
+                        if role == "user" and not first_message:
+                            first_message = _text(message.get("content"))
+    except OSError:
+        return None
+    if header is None:
+        return None
+    created_ms = js_date_ms(header.get("timestamp"))
+    created = _dt(created_ms) if created_ms == created_ms else None
+    if last_activity > 0:
+        modified = _dt(last_activity)
+    elif created is not None:
+        modified = created
+    else:
+        modified = _dt(stat.st_mtime * 1000)
+    cwd = header.get("cwd")
+    parent = header.get("parentSession")
+    return SessionInfo(
+        path=path, id=str(header.get("id", "")), cwd=cwd if isinstance(cwd, str) else "", name=name,
+        parent_session_path=parent if isinstance(parent, str) else None, created=created, modified=modified,
+        message_count=message_count, entry_count=entry_count, size=stat.st_size,
+        first_message=first_message or "(no messages)",
+    )
+
+
+def _dt(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _jsonl_files(directory: str) -> list[str]:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in names if n.endswith(".jsonl")]
+
+
+def _cwd_matches(info_cwd: str, cwd: str) -> bool:
+    return bool(info_cwd) and paths.resolve_path(info_cwd) == paths.resolve_path(cwd)
+
+
+def list_sessions(cwd: str, session_dir: str | None = None) -> list[SessionInfo]:
+    """Sessions of one directory, newest activity first (cwd-filtered in a shared custom dir)."""
+    directory = session_dir or paths.default_session_dir(cwd)
+    filter_cwd = session_dir is not None and paths.resolve_path(directory) != paths.default_session_dir(cwd)
+    infos = [i for i in map(build_session_info, _jsonl_files(directory)) if i is not None]
+    if filter_cwd:
+        infos = [i for i in infos if _cwd_matches(i.cwd, cwd)]
+    return sorted(infos, key=lambda i: i.modified, reverse=True)
+
+
+def list_all_sessions(session_dir: str | None = None) -> list[SessionInfo]:
+    """Every session under the sessions root (one level of project dirs), or in one directory."""
+    if session_dir is not None:
+        files = _jsonl_files(session_dir)
+    else:
+        root = paths.sessions_root()
+        try:
+            subdirs = [os.path.join(root, d) for d in os.listdir(root)]
+        except OSError:
+            subdirs = []
+        files = [f for d in subdirs if os.path.isdir(d) for f in _jsonl_files(d)]
+    infos = [i for i in map(build_session_info, files) if i is not None]
+    return sorted(infos, key=lambda i: i.modified, reverse=True)
+
+
+def find_most_recent_session(directory: str, cwd: str | None = None) -> str | None:
+    """Most recently modified file whose header is valid (and whose cwd matches, if given)."""
+    try:
+        files = sorted(_jsonl_files(directory), key=os.path.getmtime, reverse=True)
+    except OSError:
+        return None
+    for path in files:
+        try:
+            header = read_session_header(path)
+        except OSError:
+            continue
+        if not is_header(header):
+            continue
+        assert header is not None
+        if cwd is not None and not (isinstance(header.get("cwd"), str) and _cwd_matches(header["cwd"], cwd)):
+            continue
+        return path
+    return None
+
+
+def find_session_by_id(cwd: str, session_id: str, session_dir: str | None = None) -> str | None:
+    """Path of the session whose header id is exactly `session_id` (reads only headers)."""
+    directory = session_dir or paths.default_session_dir(cwd)
+    filter_cwd = session_dir is not None and paths.resolve_path(directory) != paths.default_session_dir(cwd)
+    for path in _jsonl_files(directory):
+        try:
+            header = read_session_header(path)
+        except OSError:
+            continue
+        if header is None or header.get("id") != session_id:
+            continue
+        if filter_cwd and not _cwd_matches(str(header.get("cwd") or ""), cwd):
+            continue
+        return path
+    return None

@@ -1,0 +1,670 @@
+"""SessionManager: one session's entries, its tree index, the leaf pointer and persistence.
+
+The behaviour and error messages are Pi's `SessionManager` (session-manager.ts), in snake_case.
+Where we differ on purpose (docs/divergences.md): files are never rewritten in place (legacy
+upgrades and whole-file writes are atomic and keep a backup), a vanished file is recreated whole
+instead of without a header, a failed write leaves memory and disk as they were, appends are
+locked against other processes, skipped lines are reported, and the projection is incremental.
+
+Usage:
+    sm = SessionManager.create("/home/u/proj")
+    sm.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    ctx = sm.build_session_context()
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from picontext._clock import Clock, IdFactory, RandomIds, SystemClock, iso_from_ms, js_date_ms
+from picontext.errors import (
+    EntryNotFound,
+    ForkError,
+    InvalidReplacement,
+    InvalidSessionId,
+    NotEditable,
+    NotOnActiveBranch,
+    SessionFormatError,
+    SessionWriteError,
+)
+from picontext.session import paths
+from picontext.session.live import LiveProjection
+from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
+from picontext.session.projection import (
+    LAST,
+    Entry,
+    LeafArg,
+    SessionProjection,
+    build_session_path,
+    field_of,
+    message_role,
+)
+from picontext.session.store import JsonlSessionStore, SessionStore, read_session_file, read_session_header
+from picontext.session.system_prompt import get_current_system_message
+
+Warn = Callable[[str], None]
+APP_NAME = "pi"  # the reference's error text names its app; scripts match on it
+
+
+def stderr_warn(message: str) -> None:
+    print(f"picontext: warning: {message}", file=sys.stderr)
+
+
+@dataclass(slots=True)
+class TreeNode:
+    entry: Entry
+    children: list[TreeNode] = field(default_factory=list)
+    label: str | None = None
+    label_timestamp: str | None = None
+
+
+def _key(value: Any) -> Hashable | None:
+    return value if isinstance(value, Hashable) else None
+
+
+class SessionManager:
+    """Entries in file order + id index + labels + leaf; appends persist per Pi's lazy-flush rule.
+
+    Invariant: `_entries` are the non-header file entries in file order; `_by_id`, `_children`,
+    `_labels`, `_name` and `_live` are derived from them and the leaf, and are updated together.
+    """
+
+    def __init__(
+        self,
+        cwd: str,
+        session_dir: str,
+        session_file: str | None,
+        persist: bool,
+        *,
+        new_session_id: str | None = None,
+        parent_session: str | None = None,
+        preloaded: list[Any] | None = None,
+        clock: Clock | None = None,
+        ids: IdFactory | None = None,
+        warn: Warn | None = None,
+        store_factory: Callable[[str], SessionStore] | None = None,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._ids = ids or RandomIds(self._clock)
+        self._warn = warn or stderr_warn
+        self._store_factory = store_factory or JsonlSessionStore
+        self._cwd = paths.resolve_path(cwd)
+        self._session_dir = paths.resolve_path(session_dir) if session_dir else ""
+        self._persist = persist
+        self._store: SessionStore | None = None
+        self._session_file: str | None = None
+        self._header: dict[str, Any] = {}
+        self._file_entries: list[Any] = []
+        self._entries: list[Entry] = []
+        self._by_id: dict[Hashable, Entry] = {}
+        self._children: dict[Hashable, list[Entry]] = {}
+        self._labels: dict[Hashable, str] = {}
+        self._label_ts: dict[Hashable, Any] = {}
+        self._leaf: LeafArg = None
+        self._has_assistant = False
+        self._name_entry: Entry | None = None
+        self._flushed = False
+        self._pending_upgrade: float | None = None  # legacy version awaiting an atomic upgrade
+        self._live = LiveProjection()
+        if persist and self._session_dir:
+            paths.ensure_dir(self._session_dir)
+        if session_file:
+            self._set_session_file(session_file, preloaded)
+        elif preloaded:
+            self._load_entries(preloaded, new_session_id, parent_session)
+        else:
+            self.new_session(id=new_session_id, parent_session=parent_session)
+
+    # ------------------------------------------------------------------ factories
+
+    @classmethod
+    def create(
+        cls, cwd: str, session_dir: str | None = None, *, id: str | None = None,
+        parent_session: str | None = None, **kw: Any,
+    ) -> SessionManager:
+        """A new persisted session; its file appears with the first assistant message."""
+        directory = session_dir or paths.default_session_dir(cwd, create=True)
+        return cls(cwd, directory, None, True, new_session_id=id, parent_session=parent_session, **kw)
+
+    @classmethod
+    def open(cls, path: str, session_dir: str | None = None, cwd_override: str | None = None,
+             **kw: Any) -> SessionManager:
+        """Open a session file (created lazily if it does not exist)."""
+        resolved = paths.resolve_path(path)
+        cwd = cwd_override
+        if cwd is None and os.path.exists(resolved):
+            header = read_session_header(resolved)
+            if header is not None and isinstance(header.get("cwd"), str):
+                cwd = header["cwd"]
+        directory = session_dir or os.path.dirname(resolved)
+        return cls(cwd or os.getcwd(), directory, resolved, True, **kw)
+
+    @classmethod
+    def continue_recent(cls, cwd: str, session_dir: str | None = None, **kw: Any) -> SessionManager:
+        """The most recently modified session of the directory, or a new one."""
+        from picontext.session.listing import find_most_recent_session
+
+        directory = session_dir or paths.default_session_dir(cwd, create=True)
+        filter_cwd = session_dir is not None and paths.resolve_path(directory) != paths.default_session_dir(cwd)
+        recent = find_most_recent_session(directory, cwd if filter_cwd else None)
+        return cls(cwd, directory, recent, True, **kw)
+
+    @classmethod
+    def in_memory(cls, cwd: str | None = None, *, id: str | None = None, parent_session: str | None = None,
+                  entries: list[Any] | None = None, **kw: Any) -> SessionManager:
+        """A session that never touches the filesystem."""
+        return cls(cwd or os.getcwd(), "", None, False, new_session_id=id, parent_session=parent_session,
+                   preloaded=entries, **kw)
+
+    @classmethod
+    def fork_from(cls, source_path: str, target_cwd: str, session_dir: str | None = None, *,
+                  id: str | None = None, **kw: Any) -> SessionManager:
+        """Copy a whole session (all branches) into a new file for `target_cwd`.
+
+        Unlike Pi 0.87.0, a legacy source is migrated before copying, so the copy is a valid tree.
+        """
+        source = paths.resolve_path(source_path)
+        target = paths.resolve_path(target_cwd)
+        loaded = read_session_file(source)
+        if not loaded.valid:
+            raise ForkError(f"Cannot fork: source session file is empty or invalid: {source}")
+        entries = loaded.entries
+        migrate_to_current(entries)
+        directory = session_dir or paths.default_session_dir(target, create=True)
+        paths.ensure_dir(directory)
+        if id is not None and not paths.is_valid_session_id(id):
+            raise InvalidSessionId()
+        ids = kw.get("ids") or RandomIds(kw.get("clock"))
+        clock = kw.get("clock") or SystemClock()
+        session_id = id or ids.session_id()
+        timestamp = iso_from_ms(clock.now_ms())
+        file = os.path.join(directory, paths.session_file_name(timestamp, session_id))
+        header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": session_id,
+                  "timestamp": timestamp, "cwd": target, "parentSession": source}
+        store = (kw.get("store_factory") or JsonlSessionStore)(file)
+        store.create([header, *(e for e in entries if field_of(e, "type") != "session")])
+        return cls(target, directory, file, True, **kw)
+
+    # ------------------------------------------------------------------ loading
+
+    def new_session(self, *, id: str | None = None, parent_session: str | None = None) -> str | None:
+        """Start a fresh session in memory (nothing is written until the first assistant)."""
+        if id is not None and not paths.is_valid_session_id(id):
+            raise InvalidSessionId()
+        session_id = id if id is not None else self._ids.session_id()
+        timestamp = iso_from_ms(self._clock.now_ms())
+        header: dict[str, Any] = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": session_id,
+                                  "timestamp": timestamp, "cwd": self._cwd}
+        if parent_session is not None:
+            header["parentSession"] = parent_session
+        self._set_file_entries([header])
+        self._flushed = False
+        self._pending_upgrade = None
+        if self._persist:
+            self._set_path(os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id)))
+        return self._session_file
+
+    def set_session_file(self, path: str) -> None:
+        """Switch to another file, with the same rules as `open`."""
+        self._set_session_file(path, None)
+
+    def _set_path(self, path: str | None) -> None:
+        self._session_file = path
+        self._store = self._store_factory(path) if path and self._persist else None
+
+    def _set_session_file(self, path: str, preloaded: list[Any] | None) -> None:
+        resolved = paths.resolve_path(path)
+        if not os.path.exists(resolved):
+            self.new_session()
+            self._set_path(resolved)
+            return
+        if preloaded is None:
+            loaded = read_session_file(resolved)
+            for line in loaded.warnings(resolved):
+                self._warn(line)
+            entries = loaded.entries if loaded.valid else []
+        else:
+            entries = preloaded
+        if not entries:
+            if os.path.getsize(resolved) > 0:
+                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {resolved}",
+                                         path=resolved)
+            self.new_session()
+            self._set_path(resolved)
+            assert self._store is not None
+            self._store.replace(self._file_entries)
+            self._flushed = True
+            return
+        self._set_path(resolved)
+        self._load_entries(entries, None, None)
+        self._flushed = True
+
+    def _load_entries(self, entries: list[Any], new_id: str | None, parent_session: str | None) -> None:
+        header = next((e for e in entries if field_of(e, "type") == "session"), None)
+        if header is None:
+            self.new_session(id=new_id, parent_session=parent_session)
+            self._set_file_entries(self._file_entries + list(entries))
+            return
+        version = file_version(entries)
+        if migrate_to_current(entries):
+            # Pi rewrites the file here. We upgrade it atomically on the first append instead,
+            # so merely reading a legacy file never modifies it.
+            self._pending_upgrade = version
+        self._set_file_entries(entries)
+
+    def _set_file_entries(self, file_entries: list[Any]) -> None:
+        self._file_entries = file_entries
+        self._header = next((e for e in file_entries if field_of(e, "type") == "session"), {})
+        self._entries = []
+        self._by_id = {}
+        self._children = {}
+        self._labels = {}
+        self._label_ts = {}
+        self._has_assistant = False
+        self._name_entry = None
+        self._leaf = None
+        for entry in file_entries:
+            if field_of(entry, "type") != "session":
+                self._index(entry)
+        self._live.invalidate()
+
+    def _index(self, entry: Entry) -> None:
+        self._entries.append(entry)
+        key = _key(field_of(entry, "id"))
+        if key is not None:
+            self._by_id[key] = entry
+        self._children.setdefault(_key(field_of(entry, "parentId")), []).append(entry)
+        # Pi: the leaf after loading is the last entry, whatever it is (undefined if it has no id).
+        self._leaf = field_of(entry, "id") if isinstance(entry, dict) and "id" in entry else LAST
+        kind = field_of(entry, "type")
+        if kind == "label":
+            target = _key(entry.get("targetId"))
+            if entry.get("label"):
+                self._labels[target] = entry["label"]
+                self._label_ts[target] = entry.get("timestamp")
+            else:
+                self._labels.pop(target, None)
+                self._label_ts.pop(target, None)
+        elif kind == "session_info":
+            self._name_entry = entry
+        elif message_role(entry) == "assistant":
+            self._has_assistant = True
+
+    # ------------------------------------------------------------------ accessors
+
+    def is_persisted(self) -> bool:
+        return self._persist
+
+    def get_cwd(self) -> str:
+        return self._cwd
+
+    def get_session_dir(self) -> str:
+        return self._session_dir
+
+    def get_session_id(self) -> str:
+        return str(self._header.get("id", ""))
+
+    def get_session_file(self) -> str | None:
+        return self._session_file
+
+    def uses_default_session_dir(self) -> bool:
+        return self._session_dir == paths.default_session_dir(self._cwd)
+
+    def get_header(self) -> dict[str, Any] | None:
+        return self._header or None
+
+    def get_entries(self) -> list[Entry]:
+        return list(self._entries)
+
+    def entry_count(self) -> int:
+        return len(self._entries)
+
+    def get_leaf_id(self) -> str | None:
+        return None if self._leaf is LAST else self._leaf  # type: ignore[return-value]
+
+    def get_leaf_entry(self) -> Entry | None:
+        leaf = self.get_leaf_id()
+        return self._by_id.get(leaf) if leaf else None
+
+    def get_entry(self, entry_id: str) -> Entry | None:
+        return self._by_id.get(entry_id)
+
+    def get_children(self, parent_id: str | None) -> list[Entry]:
+        """Entries whose parentId equals `parent_id`, in file order (indexed, not scanned)."""
+        return list(self._children.get(parent_id, ()))
+
+    def get_label(self, entry_id: str) -> str | None:
+        return self._labels.get(entry_id)
+
+    def get_session_name(self) -> str | None:
+        if self._name_entry is None:
+            return None
+        name = self._name_entry.get("name")
+        return name.strip() or None if isinstance(name, str) else None
+
+    def get_branch(self, from_id: str | None = None) -> list[Entry]:
+        """Root-first path to `from_id` (default: the leaf); [] for an unknown start."""
+        start = from_id if from_id is not None else self.get_leaf_id()
+        if not start or _key(start) not in self._by_id:
+            return []
+        return build_session_path(self._entries, start, self._by_id)
+
+    def get_tree(self) -> list[TreeNode]:
+        """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
+        nodes: dict[Hashable, TreeNode] = {}
+        ordered: list[tuple[Entry, TreeNode]] = []
+        for entry in self._entries:
+            key = _key(field_of(entry, "id"))
+            node = TreeNode(entry, [], self._labels.get(key), self._label_ts.get(key))
+            if key is not None:
+                nodes[key] = node
+            ordered.append((entry, node))
+        roots: list[TreeNode] = []
+        for entry, node in ordered:
+            parent_id = field_of(entry, "parentId")
+            parent = nodes.get(_key(parent_id)) if parent_id is not None else None
+            if parent_id is None or parent_id == field_of(entry, "id") or parent is None:
+                roots.append(node)
+            else:
+                parent.children.append(node)
+        stack = list(roots)
+        while stack:
+            node = stack.pop()
+            node.children.sort(key=_timestamp_key)
+            stack.extend(node.children)
+        return roots
+
+    # ------------------------------------------------------------------ projection
+
+    def _live_projection(self) -> LiveProjection:
+        if not self._live.valid:
+            self._live.rebuild(self._entries, self._leaf, self._by_id)
+        return self._live
+
+    def build_session_projection(self) -> SessionProjection:
+        return self._live_projection().projection()
+
+    def build_session_context(self) -> dict[str, Any]:
+        return self.build_session_projection().context()
+
+    def build_context_entries(self) -> list[Entry]:
+        return list(self._live_projection().context_entries)
+
+    # ------------------------------------------------------------------ navigation
+
+    def branch(self, entry_id: str) -> None:
+        if _key(entry_id) not in self._by_id:
+            raise EntryNotFound(entry_id)
+        self._move_leaf(entry_id)
+
+    def reset_leaf(self) -> None:
+        self._move_leaf(None)
+
+    def _move_leaf(self, leaf: LeafArg) -> None:
+        if leaf != self._leaf or leaf is LAST:
+            self._leaf = leaf
+            self._live.invalidate()
+
+    def branch_with_summary(self, from_id: str | None, summary: str, details: Any = None,
+                            from_hook: bool | None = None, usage: Any = None) -> str:
+        if from_id is not None and _key(from_id) not in self._by_id:
+            raise EntryNotFound(from_id)
+        previous = self.get_leaf_id() or "root"
+        self._move_leaf(from_id)
+        entry = self._base("branch_summary")
+        entry.update(_defined(fromId=previous, summary=summary, details=details, usage=usage, fromHook=from_hook))
+        return self._append(entry)["id"]
+
+    # ------------------------------------------------------------------ appends
+
+    def _new_id(self) -> str:
+        for _ in range(100):
+            candidate = self._ids.entry_id()
+            if candidate not in self._by_id:
+                return candidate
+        return self._ids.full_id()  # type: ignore[attr-defined, no-any-return]
+
+    def _now_iso(self) -> str:
+        return iso_from_ms(self._clock.now_ms())
+
+    def _base(self, kind: str, timestamp: str | None = None) -> dict[str, Any]:
+        return {"type": kind, "id": self._new_id(), "parentId": self.get_leaf_id(),
+                "timestamp": timestamp or self._now_iso()}
+
+    def _append(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Add to memory, persist, and undo the memory change if persisting fails."""
+        snapshot = (self._leaf, self._has_assistant, self._name_entry, dict(self._labels), dict(self._label_ts))
+        live_was_valid = self._live.valid and self._leaf is not LAST and entry.get("parentId") == self._leaf
+        self._file_entries.append(entry)
+        self._index(entry)
+        if live_was_valid:
+            self._live.append(entry)
+        else:
+            self._live.invalidate()
+        try:
+            self._persist_entry(entry)
+        except BaseException:
+            self._file_entries.pop()
+            self._entries.pop()
+            del self._by_id[entry["id"]]
+            self._children[_key(entry.get("parentId"))].pop()
+            (self._leaf, self._has_assistant, self._name_entry, self._labels, self._label_ts) = snapshot
+            self._live.invalidate()
+            raise
+        return entry
+
+    def _persist_entry(self, entry: dict[str, Any]) -> None:
+        store = self._store
+        if not self._persist or store is None:
+            return
+        if not self._has_assistant:
+            if self._flushed:
+                self._write(store, [entry])
+            return
+        if not self._flushed:
+            store.create(self._file_entries)
+            self._flushed = True
+            self._pending_upgrade = None
+        else:
+            self._write(store, [entry])
+
+    def _write(self, store: SessionStore, entries: list[Any]) -> None:
+        if self._pending_upgrade is not None:
+            version = self._pending_upgrade
+            suffix = f".v{int(version) if version == version else 'x'}.bak"
+            store.replace(self._file_entries, backup_suffix=suffix)
+            self._warn(f"upgraded {store.path} to format v{CURRENT_SESSION_VERSION}; original kept as "
+                       f"{os.path.basename(store.path)}{suffix}")
+            self._pending_upgrade = None
+            return
+        try:
+            store.append(entries)
+        except SessionWriteError as exc:
+            if not exc.missing:
+                raise
+            # Pi recreates a vanished file without its header; we write the whole session back.
+            store.replace(self._file_entries)
+            self._warn(f"session file was deleted while in use; rewrote it: {store.path}")
+
+    def append_message(self, message: dict[str, Any]) -> str:
+        entry = self._base("message")
+        entry["message"] = message
+        return self._append(entry)["id"]
+
+    def append_thinking_level_change(self, thinking_level: str) -> str:
+        entry = self._base("thinking_level_change")
+        entry["thinkingLevel"] = thinking_level
+        return self._append(entry)["id"]
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        entry = self._base("model_change")
+        entry.update(provider=provider, modelId=model_id)
+        return self._append(entry)["id"]
+
+    def append_usage(self, kind: str, provider: str, model: str, usage: dict[str, Any],
+                     note: str | None = None) -> dict[str, Any]:
+        """Returns the whole entry, as Pi's appendUsage does."""
+        entry = self._base("usage")
+        entry.update(kind=kind, provider=provider, model=model, usage=usage)
+        if note:
+            entry["note"] = note
+        return self._append(entry)
+
+    def append_compaction(self, summary: str, first_kept_entry_id: str | None, tokens_before: int,
+                          details: Any = None, from_hook: bool | None = None, usage: Any = None) -> str:
+        """Append a compaction; `first_kept_entry_id=None` keeps nothing (stores its own id)."""
+        timestamp = self._now_iso()
+        checkpoint = get_current_system_message(self.build_session_projection().messages)
+        entry = self._base("compaction", timestamp)
+        entry.update(_defined(summary=summary, firstKeptEntryId=first_kept_entry_id or entry["id"],
+                              tokensBefore=tokens_before, details=details, usage=usage, fromHook=from_hook))
+        if checkpoint is not None:
+            entry["systemMessage"] = {**checkpoint, "timestamp": js_date_ms(timestamp)}
+        return self._append(entry)["id"]
+
+    def append_custom_entry(self, custom_type: str, data: Any = None) -> str:
+        base = self._base("custom")
+        entry = {"type": "custom", "customType": custom_type, **_defined(data=data)}
+        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(entry)["id"]
+
+    def append_custom_message_entry(self, custom_type: str, content: Any, display: bool,
+                                    details: Any = None) -> str:
+        base = self._base("custom_message")
+        entry = {"type": "custom_message", "customType": custom_type, "content": content, "display": display,
+                 **_defined(details=details)}
+        entry.update(id=base["id"], parentId=base["parentId"], timestamp=base["timestamp"])
+        return self._append(entry)["id"]
+
+    def append_session_info(self, name: str) -> str:
+        entry = self._base("session_info")
+        entry["name"] = re.sub(r"[\r\n]+", " ", name).strip()
+        return self._append(entry)["id"]
+
+    def append_label_change(self, target_id: str, label: str | None = None) -> str:
+        if _key(target_id) not in self._by_id:
+            raise EntryNotFound(target_id)
+        entry = self._base("label")
+        entry["targetId"] = target_id
+        if label is not None:
+            entry["label"] = label
+        return self._append(entry)["id"]
+
+    def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> str:
+        """Hide (`None`) or replace (`{"content": ...}`) an earlier entry's model content."""
+        if replacement is not None and not (
+            isinstance(replacement, dict) and isinstance(replacement.get("content"), str | list)
+        ):
+            raise InvalidReplacement()
+        target = self._by_id.get(_key(target_id))
+        if target is None:
+            raise EntryNotFound(target_id)
+        if not any(field_of(e, "id") == target_id for e in self._live_projection().path):
+            raise NotOnActiveBranch(target_id)
+        role = "custom" if field_of(target, "type") == "custom_message" else message_role(target)
+        if role not in ("custom", "user", "assistant", "toolResult"):
+            raise NotEditable(target_id)
+        if replacement is not None and role in ("assistant", "toolResult") and isinstance(
+            replacement["content"], str
+        ):
+            replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+        entry = self._base("context_edit")
+        entry.update(targetId=target_id, replacement=replacement)
+        return self._append(entry)["id"]
+
+    # ------------------------------------------------------------------ branched sessions
+
+    def create_branched_session(self, leaf_id: str) -> str | None:
+        """Extract the path to `leaf_id` (labels re-created) into a new session; returns its file."""
+        previous_file = self._session_file
+        path = self.get_branch(leaf_id)
+        if not path:
+            raise EntryNotFound(leaf_id)
+        kept: list[dict[str, Any]] = []
+        label_successor: dict[Any, Any] = {}
+        pending_labels: list[Any] = []
+        parent_id = None
+        for entry in path:
+            if field_of(entry, "type") == "label":
+                pending_labels.append(entry.get("id"))
+                continue
+            for label_id in pending_labels:
+                label_successor[label_id] = entry.get("id")
+            pending_labels.clear()
+            copy = {**entry, "parentId": parent_id} if isinstance(entry, dict) else entry
+            if field_of(entry, "type") == "compaction":
+                first = entry.get("firstKeptEntryId")
+                if first != entry.get("id"):
+                    copy["firstKeptEntryId"] = label_successor.get(_key(first), first)
+            kept.append(copy)
+            parent_id = field_of(entry, "id")
+        session_id = self._ids.session_id()
+        timestamp = self._now_iso()
+        header: dict[str, Any] = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": session_id,
+                                  "timestamp": timestamp, "cwd": self._cwd}
+        if self._persist and previous_file is not None:
+            header["parentSession"] = previous_file
+        kept_ids = {field_of(e, "id") for e in kept}
+        label_entries = []
+        parent_id = field_of(kept[-1], "id") or None
+        for target, label in self._labels.items():
+            if target in kept_ids:
+                new_id = self._ids.entry_id()
+                while new_id in kept_ids:
+                    new_id = self._ids.entry_id()
+                kept_ids.add(new_id)
+                label_entries.append({"type": "label", "id": new_id, "parentId": parent_id,
+                                      "timestamp": self._label_ts.get(target), "targetId": target,
+                                      "label": label})
+                parent_id = new_id
+        self._set_file_entries([header, *kept, *label_entries])
+        self._pending_upgrade = None
+        if not self._persist:
+            return None
+        new_file = os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id))
+        self._set_path(new_file)
+        if self._has_assistant:
+            assert self._store is not None
+            self._store.create(self._file_entries)
+            self._flushed = True
+        else:
+            self._flushed = False
+        return new_file
+
+    # ------------------------------------------------------------------ listing (delegates)
+
+    @staticmethod
+    def list(cwd: str, session_dir: str | None = None) -> list[Any]:
+        from picontext.session.listing import list_sessions
+
+        return list_sessions(cwd, session_dir)
+
+    @staticmethod
+    def list_all(session_dir: str | None = None) -> list[Any]:
+        from picontext.session.listing import list_all_sessions
+
+        return list_all_sessions(session_dir)
+
+    @staticmethod
+    def find_by_id(cwd: str, session_id: str, session_dir: str | None = None) -> str | None:
+        from picontext.session.listing import find_session_by_id
+
+        return find_session_by_id(cwd, session_id, session_dir)
+
+
+def _defined(**fields: Any) -> dict[str, Any]:
+    """Keyword fields minus the ones that are None (Pi writes undefined fields as absent)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _timestamp_key(node: TreeNode) -> float:
+    ms = js_date_ms(field_of(node.entry, "timestamp"))
+    return ms if ms == ms else 0.0
+
+
+__all__ = ["APP_NAME", "SessionManager", "TreeNode", "stderr_warn"]

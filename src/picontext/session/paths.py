@@ -1,0 +1,72 @@
+"""Where sessions live: `<PICONTEXT_DIR>/sessions/--<encoded cwd>--/<ts>_<id>.jsonl`.
+
+Laid out exactly as Pi lays out `~/.pi/agent`, so `PICONTEXT_DIR=~/.pi/agent` reads and writes
+a Pi user's sessions directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+DEFAULT_DIR = "~/.picontext"
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+SESSION_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z_(.+)\.jsonl$")
+
+
+def resolve_path(path: str | os.PathLike[str], base: str | None = None) -> str:
+    """Absolute, normalized path: `~` expanded, file:// URLs converted, trailing separators gone."""
+    text = os.fspath(path)
+    if text.startswith("file://"):
+        text = unquote(urlparse(text).path)
+    text = os.path.expanduser(text)
+    if not os.path.isabs(text):
+        text = os.path.join(base or os.getcwd(), text)
+    text = os.path.normpath(text)
+    if len(text) > 1:
+        text = text.rstrip("/\\") or "/"
+    return text
+
+
+def agent_dir(env: dict[str, str] | None = None) -> str:
+    """The picontext home: `$PICONTEXT_DIR` or ~/.picontext."""
+    environ = os.environ if env is None else env
+    return resolve_path(environ.get("PICONTEXT_DIR") or DEFAULT_DIR)
+
+
+def sessions_root(env: dict[str, str] | None = None) -> str:
+    return os.path.join(agent_dir(env), "sessions")
+
+
+def encode_cwd(cwd: str) -> str:
+    """Pi's directory name for a working directory: `/home/u/a b/c:d` -> `--home-u-a b-c-d--`."""
+    resolved = resolve_path(cwd)
+    if resolved[:1] in ("/", "\\"):
+        resolved = resolved[1:]
+    return "--" + re.sub(r"[/\\:]", "-", resolved) + "--"
+
+
+def default_session_dir(cwd: str, root: str | None = None, *, create: bool = False) -> str:
+    """Per-cwd directory under the sessions root (created only when asked to)."""
+    path = os.path.join(root or sessions_root(), encode_cwd(cwd))
+    if create:
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
+def file_timestamp(iso: str) -> str:
+    return iso.replace(":", "-").replace(".", "-")
+
+
+def session_file_name(iso_timestamp: str, session_id: str) -> str:
+    return f"{file_timestamp(iso_timestamp)}_{session_id}.jsonl"
+
+
+def is_valid_session_id(value: object) -> bool:
+    return isinstance(value, str) and SESSION_ID_RE.match(value) is not None and "\n" not in value
+
+
+def ensure_dir(path: str | Path) -> None:
+    os.makedirs(path, exist_ok=True)
