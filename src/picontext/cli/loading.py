@@ -1,0 +1,56 @@
+"""Opening a session file for inspection: read-only, migrated in memory, warnings on stderr."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from picontext.errors import PicontextError
+from picontext.session.manager import SessionManager
+from picontext.session.migrations import migrate_to_current
+from picontext.session.projection import LAST, LeafArg, build_index
+from picontext.session.store import read_session_file
+
+
+class SessionOpenError(PicontextError):
+    pass
+
+
+@dataclass(slots=True)
+class LoadedSession:
+    path: str
+    header: dict[str, Any]
+    entries: list[Any]  # non-header entries, file order
+    by_id: dict[Any, Any]
+    manager: SessionManager  # in-memory view: never writes
+
+    def resolve_leaf(self, leaf: str | None) -> LeafArg:
+        if leaf is None:
+            return LAST
+        if leaf not in self.by_id:
+            raise SessionOpenError(f"entry {leaf!r} not found in {self.path}")
+        return leaf
+
+
+def load_session(path: str) -> LoadedSession:
+    """Read a session file without modifying it; one-line errors for the CLI."""
+    if not os.path.exists(path):
+        raise SessionOpenError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise SessionOpenError(f"is a directory, not a session file: {path}")
+    try:
+        result = read_session_file(path)
+    except OSError as exc:
+        raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
+    if not result.valid:
+        why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
+        raise SessionOpenError(f"not a session file ({why}): {path}")
+    for line in result.warnings(path):
+        print(f"picontext: warning: {line}", file=sys.stderr)
+    file_entries = result.entries
+    migrate_to_current(file_entries)
+    manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
+    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
+    return LoadedSession(path, file_entries[0], entries, build_index(entries), manager)
