@@ -1,0 +1,270 @@
+"""HTTP plumbing shared by the providers: client factory, SSE decoding, error text, retry-after.
+
+Private to `picontext.ai`. Everything except `open_stream` is pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+MAX_ERROR_BODY_CHARS = 4000
+DEFAULT_MAX_RETRY_DELAY_S = 60.0
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRequest:
+    """One HTTP request as a provider's `build_request` describes it.
+
+    `repr()` redacts credentials so a request can be logged safely.
+    """
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    def __repr__(self) -> str:
+        safe = {k: ("<redacted>" if k.lower() in _SECRET_HEADERS else v) for k, v in self.headers.items()}
+        return f"ProviderRequest(method={self.method!r}, url={redact_url(self.url)!r}, headers={safe!r})"
+
+
+def redact_url(url: str) -> str:
+    """The URL with a `key=` query parameter masked."""
+    if "key=" not in url:
+        return url
+    head, _, tail = url.partition("key=")
+    rest = tail.split("&", 1)
+    return head + "key=<redacted>" + ("&" + rest[1] if len(rest) > 1 else "")
+
+
+def join_url(base: str, path: str) -> str:
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+class ProviderHTTPStatus(Exception):
+    """A non-2xx response before any event was streamed (internal; becomes an `error` event)."""
+
+    def __init__(self, status: int, body: str, headers: Mapping[str, str] | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.headers = dict(headers or {})
+        super().__init__(format_http_error(status, body))
+
+
+def format_http_error(status: int, body: str) -> str:
+    """`"<status> <body>"` or `"<status> status code (no body)"`; body trimmed to 4000 chars.
+
+    The provider's own body text is kept verbatim (compact JSON stays compact) because overflow
+    and retry classification read it. Same shape as the SDK errors Pi formats, e.g.
+    `413 {"type":"error","error":{"type":"request_too_large",...}}`.
+    """
+    text = body.strip()
+    if not text:
+        return f"{status} status code (no body)"
+    if len(text) > MAX_ERROR_BODY_CHARS:
+        text = f"{text[:MAX_ERROR_BODY_CHARS]}... [truncated {len(text) - MAX_ERROR_BODY_CHARS} chars]"
+    return f"{status} {text}"
+
+
+# -- SSE --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SseEvent:
+    event: str | None
+    data: str
+    id: str | None = None
+
+
+@dataclass(slots=True)
+class SseDecoder:
+    """Incremental text/event-stream decoder (WHATWG rules); feed lines without their newline."""
+
+    _event: str | None = None
+    _data: list[str] = field(default_factory=list)
+    _id: str | None = None
+
+    def feed(self, line: str) -> SseEvent | None:
+        """The completed event when `line` is blank, else None."""
+        if line == "":
+            if not self._data and self._event is None:
+                return None
+            ev = SseEvent(self._event, "\n".join(self._data), self._id)
+            self._event, self._data = None, []
+            return ev
+        if line.startswith(":"):
+            return None
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        elif name == "id":
+            self._id = value
+        return None
+
+    def flush(self) -> SseEvent | None:
+        """An event left without its terminating blank line at end of stream."""
+        return self.feed("") if self._data else None
+
+
+def decode_sse(lines: Iterable[str]) -> Iterator[SseEvent]:
+    """Pure: the SSE events in `lines`."""
+    dec = SseDecoder()
+    for line in lines:
+        ev = dec.feed(line.rstrip("\r"))
+        if ev is not None:
+            yield ev
+    last = dec.flush()
+    if last is not None:
+        yield last
+
+
+async def aiter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    dec = SseDecoder()
+    async for line in response.aiter_lines():
+        ev = dec.feed(line.rstrip("\r"))
+        if ev is not None:
+            yield ev
+    last = dec.flush()
+    if last is not None:
+        yield last
+
+
+def loads_json(text: str) -> Any:
+    return json.loads(text)
+
+
+# -- retries before the stream starts (Pi retryProviderRequest) -------------------------------------
+
+
+def is_retryable_status(status: int, headers: Mapping[str, str]) -> bool:
+    """Pi/SDK rule: `x-should-retry` wins, else 408, 409, 429 and 5xx."""
+    should = {k.lower(): v for k, v in headers.items()}.get("x-should-retry")
+    if should == "true":
+        return True
+    if should == "false":
+        return False
+    return status in (408, 409, 429) or status >= 500
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or HTTP date), or None."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    ms = lower.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    ra = lower.get("retry-after")
+    if ra:
+        try:
+            return float(ra)
+        except ValueError:
+            try:
+                when = parsedate_to_datetime(ra).timestamp()
+            except (TypeError, ValueError):
+                return None
+            return max(0.0, when - (time.time() if now is None else now))
+    return None
+
+
+def retry_delay(
+    err: ProviderHTTPStatus, retry_index: int, max_retry_delay: float | None = DEFAULT_MAX_RETRY_DELAY_S
+) -> float:
+    """Delay before retry number `retry_index` (0-based); a server delay above the cap raises.
+
+    The raised message mentions "retry delay", which the session-level classifier treats as
+    transient (Pi `validateServerRetryDelayMs`).
+    """
+    server = parse_retry_after(err.headers)
+    if server is not None:
+        cap = DEFAULT_MAX_RETRY_DELAY_S if max_retry_delay is None else max_retry_delay
+        if cap > 0 and server > cap:
+            raise RuntimeError(
+                f"Server requested {int(-(-server // 1))}s retry delay (max: {int(-(-cap // 1))}s). {err}"
+            )
+        return server
+    base = min(0.5 * 2**retry_index, 8.0)
+    return base * (1 - random.random() * 0.25)
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class OpenedStream:
+    response: httpx.Response
+    _cm: Any
+
+    async def aclose(self) -> None:
+        await self._cm.__aexit__(None, None, None)
+
+
+async def open_stream(
+    client: httpx.AsyncClient,
+    request: ProviderRequest,
+    *,
+    max_retries: int = 0,
+    max_retry_delay: float | None = None,
+    sleep: Sleep = asyncio.sleep,
+    timeout: float | None = None,  # noqa: ASYNC109 - httpx per-request timeout, not a deadline
+) -> OpenedStream:
+    """Send `request` and return the open 2xx response, retrying retryable statuses.
+
+    Raises `ProviderHTTPStatus` for a final non-2xx answer (body read, connection closed) and
+    httpx transport errors unchanged.
+    """
+    attempt = 0
+    while True:
+        extra: dict[str, Any] = {}
+        if timeout is not None:
+            extra["timeout"] = timeout
+        cm = client.stream(request.method, request.url, headers=request.headers, json=request.body, **extra)
+        response = await cm.__aenter__()
+        if response.status_code < 400:
+            return OpenedStream(response, cm)
+        try:
+            raw = await response.aread()
+        finally:
+            await cm.__aexit__(None, None, None)
+        err = ProviderHTTPStatus(response.status_code, raw.decode("utf-8", "replace"), response.headers)
+        if attempt >= max_retries or not is_retryable_status(err.status, err.headers):
+            raise err
+        await sleep(retry_delay(err, attempt, max_retry_delay))
+        attempt += 1
+
+
+def default_client() -> httpx.AsyncClient:
+    """A fresh client: no HTTP/2, generous read timeout (models think), short connect timeout."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(connect=30.0, read=600.0, write=60.0, pool=30.0))
+
+
+def describe_transport_error(exc: BaseException) -> str:
+    """Error text for a transport failure, phrased so retry classification recognises it."""
+    name = type(exc).__name__
+    text = str(exc) or name
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"Connection error: {text} (other side closed)"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"Request timed out: {text}"
+    if isinstance(exc, httpx.ConnectError):
+        return f"Connection error: {text} (connection refused)"
+    if isinstance(exc, httpx.ReadError):
+        return f"Network error: {text} (connection lost)"
+    if isinstance(exc, httpx.TransportError):
+        return f"Network error: {text}"
+    return text

@@ -1,0 +1,168 @@
+"""API keys: environment variables first, then `<PICONTEXT_DIR>/auth.json` (mode 0600).
+
+No network calls. Keys are only ever placed in request headers: they never go into messages,
+events, session files or `repr()` of a request (see `_http.ProviderRequest`), and providers scrub
+them from error texts (`redact_secret`).
+
+`auth.json` uses Pi's shape, a provider → credential map::
+
+    {"anthropic": {"type": "api_key", "key": "sk-ant-..."}, "openai": "sk-..."}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from picontext.ai.models import Model, picontext_dir
+from picontext.errors import ConfigError
+
+__all__ = [
+    "ENV_API_KEYS",
+    "auth_file",
+    "env_var_for",
+    "redact_secret",
+    "remove_api_key",
+    "require_api_key",
+    "resolve_api_key",
+    "save_api_key",
+]
+
+# Pi env-api-keys.js; the first variable that is set wins.
+ENV_API_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "groq": ("GROQ_API_KEY",),
+    "cerebras": ("CEREBRAS_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "zai": ("ZAI_API_KEY",),
+    "moonshotai": ("MOONSHOT_API_KEY",),
+    "minimax": ("MINIMAX_API_KEY",),
+    "nvidia": ("NVIDIA_API_KEY",),
+    "huggingface": ("HF_TOKEN",),
+}
+
+# Local servers usually accept any key; a placeholder keeps the Authorization header well-formed.
+_KEYLESS_PROVIDERS = frozenset({"ollama", "llama.cpp", "llamacpp", "lmstudio", "vllm", "local"})
+
+
+def env_var_for(provider: str) -> str:
+    """The variable a user should set for `provider` (e.g. `OPENAI_API_KEY`)."""
+    names = ENV_API_KEYS.get(provider)
+    if names:
+        return names[0]
+    return provider.upper().replace("-", "_").replace(".", "_") + "_API_KEY"
+
+
+def auth_file(directory: Path | None = None) -> Path:
+    return (directory if directory is not None else picontext_dir()) / "auth.json"
+
+
+def _read_auth(path: Path) -> dict[str, object]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc}); fix or delete the file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object of provider -> key")
+    return data
+
+
+def resolve_api_key(
+    provider: str,
+    *,
+    model: Model | None = None,
+    env: dict[str, str] | None = None,
+    directory: Path | None = None,
+) -> str | None:
+    """The key for `provider`, or None.
+
+    Order: the model's own `apiKey` (an env var name if such a variable is set, else the literal
+    value), the provider's environment variables, then `auth.json`.
+    """
+    environ = env if env is not None else os.environ
+    if model is not None and model.get("apiKey"):
+        ref = model["apiKey"]
+        return environ.get(ref) or ref
+    for name in ENV_API_KEYS.get(provider, (env_var_for(provider),)):
+        value = environ.get(name)
+        if value:
+            return value
+    entry = _read_auth(auth_file(directory)).get(provider)
+    if isinstance(entry, str) and entry:
+        return entry
+    if isinstance(entry, dict):
+        key = entry.get("key") or entry.get("apiKey") or entry.get("access")
+        if isinstance(key, str) and key:
+            return key
+    return None
+
+
+def require_api_key(
+    provider: str,
+    *,
+    model: Model | None = None,
+    env: dict[str, str] | None = None,
+    directory: Path | None = None,
+) -> str:
+    """Like `resolve_api_key`, but a missing key is a one-line `ConfigError` saying what to set."""
+    key = resolve_api_key(provider, model=model, env=env, directory=directory)
+    if key:
+        return key
+    if provider in _KEYLESS_PROVIDERS or (model is not None and _is_local(model["baseUrl"])):
+        return "none"
+    raise ConfigError(
+        f"No API key for provider {provider!r}: set {env_var_for(provider)} "
+        f"or run `picontext auth set {provider}` (stores it in {auth_file(directory)})"
+    )
+
+
+def _is_local(base_url: str) -> bool:
+    return any(h in base_url for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
+
+
+def save_api_key(provider: str, key: str, *, directory: Path | None = None) -> Path:
+    """Store `key` for `provider` in `auth.json`, creating the file with mode 0600."""
+    path = auth_file(directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = _read_auth(path)
+    data[provider] = {"type": "api_key", "key": key}
+    _write_private(path, json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def remove_api_key(provider: str, *, directory: Path | None = None) -> bool:
+    path = auth_file(directory)
+    data = _read_auth(path)
+    if provider not in data:
+        return False
+    del data[provider]
+    _write_private(path, json.dumps(data, indent=2) + "\n")
+    return True
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode is filtered by umask and ignored for existing files
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def redact_secret(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` replaced (error bodies sometimes echo the key)."""
+    if not secret or len(secret) < 6 or secret == "none":
+        return text
+    return text.replace(secret, "<redacted>")
