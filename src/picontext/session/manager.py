@@ -64,6 +64,8 @@ class TreeNode:
 
 
 def _key(value: Any) -> Hashable | None:
+    if type(value) is str or value is None:  # the common case, without the ABC check
+        return value
     return value if isinstance(value, Hashable) else None
 
 
@@ -275,14 +277,27 @@ class SessionManager:
 
     def _index(self, entry: Entry) -> None:
         self._entries.append(entry)
-        key = _key(field_of(entry, "id"))
+        if type(entry) is not dict:
+            self._leaf = LAST  # Pi: a trailing value without an id leaves the leaf undefined
+            self._children.setdefault(None, []).append(entry)
+            return
+        key = _key(entry.get("id"))
         if key is not None:
             self._by_id[key] = entry
-        self._children.setdefault(_key(field_of(entry, "parentId")), []).append(entry)
+        parent = _key(entry.get("parentId"))
+        children = self._children.get(parent)
+        if children is None:
+            self._children[parent] = [entry]
+        else:
+            children.append(entry)
         # Pi: the leaf after loading is the last entry, whatever it is (undefined if it has no id).
-        self._leaf = field_of(entry, "id") if isinstance(entry, dict) and "id" in entry else LAST
-        kind = field_of(entry, "type")
-        if kind == "label":
+        self._leaf = entry["id"] if "id" in entry else LAST
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            if type(message) is dict and message.get("role") == "assistant":
+                self._has_assistant = True
+        elif kind == "label":
             target = _key(entry.get("targetId"))
             if entry.get("label"):
                 self._labels[target] = entry["label"]
@@ -292,8 +307,6 @@ class SessionManager:
                 self._label_ts.pop(target, None)
         elif kind == "session_info":
             self._name_entry = entry
-        elif message_role(entry) == "assistant":
-            self._has_assistant = True
 
     # ------------------------------------------------------------------ accessors
 

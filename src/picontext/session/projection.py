@@ -47,7 +47,12 @@ _BLOCK_ROLES: Final = frozenset({"assistant", "toolResult"})
 
 def field_of(entry: Entry, key: str) -> Any:
     """`entry[key]` as JavaScript reads it: None for non-objects and absent keys."""
-    return entry.get(key) if isinstance(entry, dict) else None
+    return entry.get(key) if type(entry) is dict or isinstance(entry, dict) else None
+
+
+def hashable(value: Any) -> bool:
+    """Whether `value` can be a dict key (JSON lists and objects cannot)."""
+    return type(value) is str or value is None or isinstance(value, Hashable)
 
 
 def message_role(entry: Entry) -> Any:
@@ -62,13 +67,13 @@ def build_index(entries: Iterable[Entry]) -> dict[Hashable, Entry]:
     index: dict[Hashable, Entry] = {}
     for entry in entries:
         key = field_of(entry, "id")
-        if isinstance(key, Hashable):
+        if hashable(key):
             index[key] = entry
     return index
 
 
 def _lookup(index: Mapping[Hashable, Entry], key: Any) -> Entry | None:
-    return index.get(key) if isinstance(key, Hashable) else None
+    return index.get(key) if hashable(key) else None
 
 
 def build_session_path(
@@ -90,10 +95,13 @@ def build_session_path(
     path: list[Entry] = []
     seen: set[int] = set()
     current: Entry | None = leaf
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    while current is not None:
+        marker = id(current)
+        if marker in seen:
+            break  # a parent cycle: Pi loops forever here
+        seen.add(marker)
         path.append(current)
-        parent = field_of(current, "parentId")
+        parent = current.get("parentId") if type(current) is dict else None
         current = _lookup(index, parent) if parent else None
     path.reverse()
     return path

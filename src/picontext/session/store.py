@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from picontext import _json
 from picontext.errors import SessionLockedError, SessionWriteError
 
@@ -82,25 +84,24 @@ def is_header(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
 
 
-def parse_session_bytes(data: bytes | Iterable[bytes]) -> LoadResult:
+def parse_session_bytes(data: bytes) -> LoadResult:
     """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines."""
     result = LoadResult()
-    lines = data.split(b"\n") if isinstance(data, bytes) else data
-    number = 0
-    pending: bytes | None = None
-    for raw in lines:
-        if pending is not None:
-            _parse_line(pending, number, result, last=False)
-        number += 1
-        pending = raw
-        result.size += len(raw)
-    if pending is not None:
-        if pending.endswith(b"\n"):
-            _parse_line(pending, number, result, last=False)
-        else:
-            result.missing_newline = pending != b""
-            _parse_line(pending, number, result, last=True)
-    result.valid = bool(result.entries) and is_header(result.entries[0])
+    lines = data.split(b"\n")
+    last = len(lines) - 1
+    entries = result.entries
+    loads = orjson.loads
+    for number, raw in enumerate(lines):
+        try:
+            value = loads(raw)  # fast path: a well-formed line
+        except orjson.JSONDecodeError:
+            _parse_line(raw, number + 1, result, last=number == last)
+            continue
+        if value or (value is not None and value is not False and type(value) is not str
+                     and type(value) in (dict, list)):
+            entries.append(value)
+    result.missing_newline = lines[-1] != b""
+    result.valid = bool(entries) and is_header(entries[0])
     return result
 
 
@@ -108,9 +109,12 @@ def read_session_file(path: str) -> LoadResult:
     """Read and parse a whole file (streamed line by line); a missing file is an empty result."""
     try:
         with open(path, "rb") as f:
-            return parse_session_bytes(iter(f))
+            data = f.read()
     except FileNotFoundError:
         return LoadResult()
+    result = parse_session_bytes(data)
+    result.size = len(data)
+    return result
 
 
 def load_file_entries(path: str) -> list[Any]:

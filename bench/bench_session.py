@@ -1,0 +1,98 @@
+"""Open + context and append + context, picontext vs the Pi reference, same files, same machine.
+
+Each measurement runs in a fresh process (so peak RSS is that operation's), and reports the
+ratio picontext / reference. Not a test: numbers go to stdout and docs/performance.md.
+
+    .venv/bin/python bench/bench_session.py [--sizes 1000,10000,100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from gen_sessions import generate  # noqa: E402
+
+PY_OPEN = r"""
+import json, resource, shutil, sys, tempfile, time, os
+src = sys.argv[1]
+d = tempfile.mkdtemp(); copy = os.path.join(d, "s.jsonl"); shutil.copy(src, copy)
+from picontext.session.manager import SessionManager
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+sm = SessionManager.open(copy, d)
+ctx = sm.build_session_context()
+ms = (time.perf_counter() - t0) * 1000
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"ms": ms, "messages": len(ctx["messages"]), "peakRssDelta": (peak - rss0) * 1024}))
+shutil.rmtree(d)
+"""
+
+PY_APPEND = r"""
+import json, shutil, sys, tempfile, time, os
+src, n = sys.argv[1], int(sys.argv[2])
+d = tempfile.mkdtemp(); copy = os.path.join(d, "s.jsonl"); shutil.copy(src, copy)
+from picontext.session.manager import SessionManager
+sm = SessionManager.open(copy, d)
+sm.build_session_context()
+t0 = time.perf_counter()
+for i in range(n):
+    sm.append_message({"role": "user", "content": f"more {i}", "timestamp": int(time.time() * 1000)})
+    sm.build_session_context()
+print(json.dumps({"msPerAppend": (time.perf_counter() - t0) * 1000 / n}))
+shutil.rmtree(d)
+"""
+
+
+def run(cmd: list[str]) -> dict:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def best(cmds: list[str], repeat: int, key: str) -> dict:
+    results = [run(cmds) for _ in range(repeat)]
+    return min(results, key=lambda r: r[key])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--appends", type=int, default=200)
+    args = parser.parse_args()
+    node = shutil.which("node")
+    if node is None:
+        sys.exit("node is needed to run the reference side")
+    tmp = tempfile.mkdtemp(prefix="picontext-bench-")
+    rows = []
+    try:
+        for size in map(int, args.sizes.split(",")):
+            path = os.path.join(tmp, f"s{size}.jsonl")
+            generate(path, size)
+            mb = os.path.getsize(path) / 1e6
+            ours = best([sys.executable, "-c", PY_OPEN, path], args.repeat, "ms")
+            ref = best([node, str(HERE / "ref_bench.mjs"), "open", path], args.repeat, "ms")
+            ours_app = best([sys.executable, "-c", PY_APPEND, path, str(args.appends)], args.repeat, "msPerAppend")
+            ref_app = best([node, str(HERE / "ref_bench.mjs"), "append", path, str(args.appends)], args.repeat,
+                           "msPerAppend")
+            assert ours["messages"] == ref["messages"], (ours, ref)
+            rows.append((size, mb, ours, ref, ours_app, ref_app))
+            print(f"{size:>7} entries {mb:6.1f} MB | open+context {ours['ms']:8.1f} ms vs ref {ref['ms']:8.1f} ms "
+                  f"(x{ours['ms'] / ref['ms']:.2f}) | peak RSS +{ours['peakRssDelta'] / 1e6:6.1f} MB "
+                  f"(x{ours['peakRssDelta'] / 1e6 / mb:.1f} file) vs ref +{ref['peakRssDelta'] / 1e6:6.1f} MB | "
+                  f"append+context {ours_app['msPerAppend']:.3f} ms vs ref {ref_app['msPerAppend']:.3f} ms "
+                  f"(x{ours_app['msPerAppend'] / ref_app['msPerAppend']:.3f})", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

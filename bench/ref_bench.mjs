@@ -1,0 +1,43 @@
+// Reference side of bench_session.py: times Pi 0.87.0 on the same files, in one process.
+// usage: node ref_bench.mjs open FILE  |  node ref_bench.mjs append FILE N
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { SessionManager } = await import(
+  join(here, "..", "tests", "differential", "node", "node_modules", "@earendil-works", "pi-coding-agent",
+       "dist", "core", "session-manager.js"));
+
+const [mode, file, n] = process.argv.slice(2);
+const dir = mkdtempSync(join(tmpdir(), "pi-bench-"));
+const copy = join(dir, "s.jsonl");
+copyFileSync(file, copy);
+const rss0 = process.memoryUsage().rss;
+let peak = rss0;
+const sample = () => { peak = Math.max(peak, process.memoryUsage().rss); };
+try {
+  if (mode === "open") {
+    const t0 = performance.now();
+    const sm = SessionManager.open(copy, dir);
+    sample();
+    const ctx = sm.buildSessionContext();
+    sample();
+    const ms = performance.now() - t0;
+    console.log(JSON.stringify({ ms, messages: ctx.messages.length, peakRssDelta: peak - rss0 }));
+  } else {
+    const sm = SessionManager.open(copy, dir);
+    sm.buildSessionContext();
+    const iterations = Number(n);
+    const t0 = performance.now();
+    for (let i = 0; i < iterations; i++) {
+      sm.appendMessage({ role: "user", content: `more ${i}`, timestamp: Date.now() });
+      sm.buildSessionContext();
+    }
+    const ms = (performance.now() - t0) / iterations;
+    console.log(JSON.stringify({ msPerAppend: ms }));
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
