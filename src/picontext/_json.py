@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, TypeAlias
 
 import orjson
@@ -16,7 +17,8 @@ import orjson
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 JsonObject: TypeAlias = dict[str, Any]
 
-_JS_MAX_EXACT = 1e21  # JSON.stringify switches to exponent notation from here on
+_JS_MAX_EXACT = 1e21
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON.stringify switches to exponent notation from here on
 
 
 class JsonLineError(ValueError):
@@ -76,10 +78,10 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        # Strings with lone surrogates or ints beyond 64 bits: fall back to the stdlib.
-        return json.dumps(_normalize(value), ensure_ascii=False, separators=(",", ":")).encode(
-            "utf-8", errors="surrogatepass"
-        )
+        # Strings with lone surrogates or ints beyond 64 bits: fall back to the stdlib, and escape
+        # lone surrogates as JSON.stringify does (well-formed JSON.stringify, ES2019).
+        text = json.dumps(_normalize(value), ensure_ascii=False, separators=(",", ":"))
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 def dumps_line(value: Any) -> bytes:

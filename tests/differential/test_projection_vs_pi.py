@@ -254,9 +254,15 @@ def run_cli(path: Path, leaf: Any) -> Any:
 @pytest.mark.parametrize("seed", CLI_SAMPLE, ids=lambda s: f"seed{s}")
 def test_cli_context_matches_reference(seed: int, pi: PiReference, gen_dir: Path) -> None:
     g = sessiongen.generate(seed)
-    if not g.valid:
-        pytest.skip("not a session file")
     path = g.write(gen_dir)
+    if not g.valid:
+        # The reference refuses the file too; the CLI says so in one line and exits 2.
+        assert pi.op("session.contextOfFile", str(path), UNDEFINED) == {"invalid": True}
+        proc = subprocess.run([sys.executable, "-m", "picontext", "context", str(path), "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert len(proc.stderr.strip().splitlines()) == 1 and "not a session file" in proc.stderr
+        return
     # --leaf takes an id: null and index leaves are not expressible; v1 ids are random.
     leaves = [UNDEFINED] + ([leaf for leaf in g.leaves if isinstance(leaf, str) and leaf][:3] if g.kind != "v1" else [])
     for leaf in leaves:

@@ -7,9 +7,9 @@ import sys
 from collections import Counter
 from typing import Any
 
-import orjson
 from rich.text import Text
 
+from picontext import _json
 from picontext.cli import render
 from picontext.cli.loading import LoadedSession, load_session
 from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
 
 
 def _write_json(value: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(value) + b"\n")
+    sys.stdout.buffer.write(_json.dumps(value) + b"\n")
     sys.stdout.flush()
 
 

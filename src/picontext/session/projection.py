@@ -37,6 +37,19 @@ class _Last:
 
 
 LAST: Final = _Last()
+
+
+class _Undefined:
+    """A value JavaScript would hold as `undefined`: JSON.stringify drops such object members."""
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNDEFINED: Final = _Undefined()
 LeafArg = str | None | _Last
 
 Entry = Any  # an entry as parsed from a line: normally a dict, but Pi keeps any non-falsy value
@@ -116,22 +129,22 @@ class ContextSettings:
         """Fold one more path entry in (last writer wins)."""
         kind = field_of(entry, "type")
         if kind == "thinking_level_change":
-            self.thinking_level = entry.get("thinkingLevel")
+            self.thinking_level = entry.get("thinkingLevel", UNDEFINED)
         elif kind == "model_change":
-            self.model = _model_ref(entry.get("provider"), entry.get("modelId"))
+            self.model = _model_ref(entry, "provider", "modelId")
         elif kind == "message":
             message = entry.get("message")
             if field_of(message, "role") == "assistant":
-                self.model = _model_ref(message.get("provider"), message.get("model"))
+                self.model = _model_ref(message, "provider", "model")
 
 
-def _model_ref(provider: Any, model_id: Any) -> dict[str, Any]:
-    # JSON.stringify drops undefined members; keep absent values absent.
+def _model_ref(source: dict[str, Any], provider_key: str, model_key: str) -> dict[str, Any]:
+    # JSON.stringify drops undefined members: absent keys stay absent, nulls stay null.
     ref: dict[str, Any] = {}
-    if provider is not None:
-        ref["provider"] = provider
-    if model_id is not None:
-        ref["modelId"] = model_id
+    if provider_key in source:
+        ref["provider"] = source[provider_key]
+    if model_key in source:
+        ref["modelId"] = source[model_key]
     return ref
 
 
@@ -199,8 +212,13 @@ def _synthetic(role: str, entry: dict[str, Any], keys: Sequence[str]) -> Message
     for key in keys:
         if key in entry:
             message[key] = entry[key]
-    message["timestamp"] = js_date_ms(entry.get("timestamp"))
+    message["timestamp"] = entry_time_ms(entry)
     return message
+
+
+def entry_time_ms(entry: dict[str, Any]) -> int | float:
+    """`new Date(entry.timestamp).getTime()`: NaN when the key is absent, 0 when it is null."""
+    return js_date_ms(entry["timestamp"]) if "timestamp" in entry else float("nan")
 
 
 def entry_to_messages(entry: Entry) -> list[Any]:
@@ -287,6 +305,8 @@ class SessionProjection:
     model: dict[str, Any] | None = None
 
     def context(self) -> dict[str, Any]:
+        if self.thinking_level is UNDEFINED:
+            return {"messages": self.messages, "model": self.model}
         return {"messages": self.messages, "thinkingLevel": self.thinking_level, "model": self.model}
 
 
