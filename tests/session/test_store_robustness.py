@@ -313,11 +313,6 @@ def test_failing_store_append_rolls_back(tmp_path: Path) -> None:
     assert sm.get_children("a1") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: branch_with_summary moves the leaf before appending; when the write "
-    "fails the entry is rolled back but the leaf stays at from_id",
-)
 def test_failed_branch_with_summary_keeps_leaf(tmp_path: Path) -> None:
     class FailingStore(JsonlSessionStore):
         def append(self, entries: list[Any]) -> None:
@@ -497,11 +492,6 @@ def test_legacy_upgrade_failure_keeps_original(tmp_path: Path, monkeypatch: pyte
     assert (tmp_path / "v1.jsonl.v1.bak").read_bytes() == original
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: JsonlSessionStore.replace leaks its <file>.<pid>.<ns>.tmp when the "
-    "final os.replace fails (no cleanup around the rename)",
-)
 def test_legacy_upgrade_failure_leaves_no_temp_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "v1.jsonl"
     write_lines(path, V1)
@@ -594,12 +584,6 @@ def test_unknown_types_and_fields_survive_append(tmp_path: Path) -> None:
     assert fork_lines[2]["payload"] == json.loads(raw_lines[2])["payload"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the deferred legacy upgrade rewrites the whole file from the manager's "
-    "memory without re-reading it under the lock, so a line appended by another "
-    "process/manager after the first upgrade is silently lost",
-)
 def test_legacy_upgrade_by_second_writer_loses_no_line(tmp_path: Path) -> None:
     path = tmp_path / "v1.jsonl"
     write_lines(path, V1)

@@ -44,7 +44,13 @@ from picontext.session.projection import (
     field_of,
     message_role,
 )
-from picontext.session.store import JsonlSessionStore, SessionStore, read_session_file, read_session_header
+from picontext.session.store import (
+    JsonlSessionStore,
+    SessionStore,
+    gc_paused,
+    read_session_file,
+    read_session_header,
+)
 from picontext.session.system_prompt import get_current_system_message
 
 Warn = Callable[[str], None]
@@ -115,12 +121,13 @@ class SessionManager:
         self._live = LiveProjection()
         if persist and self._session_dir:
             paths.ensure_dir(self._session_dir)
-        if session_file:
-            self._set_session_file(session_file, preloaded)
-        elif preloaded:
-            self._load_entries(preloaded, new_session_id, parent_session)
-        else:
-            self.new_session(id=new_session_id, parent_session=parent_session)
+        with gc_paused():
+            if session_file:
+                self._set_session_file(session_file, preloaded)
+            elif preloaded:
+                self._load_entries(preloaded, new_session_id, parent_session)
+            else:
+                self.new_session(id=new_session_id, parent_session=parent_session)
 
     # ------------------------------------------------------------------ factories
 
@@ -396,7 +403,8 @@ class SessionManager:
 
     def _live_projection(self) -> LiveProjection:
         if not self._live.valid:
-            self._live.rebuild(self._entries, self._leaf, self._by_id)
+            with gc_paused():
+                self._live.rebuild(self._entries, self._leaf, self._by_id)
         return self._live
 
     def build_session_projection(self) -> SessionProjection:
@@ -427,11 +435,16 @@ class SessionManager:
                             from_hook: bool | None = None, usage: Any = None) -> str:
         if from_id is not None and _key(from_id) not in self._by_id:
             raise EntryNotFound(from_id)
+        previous_leaf = self._leaf
         previous = self.get_leaf_id() or "root"
         self._move_leaf(from_id)
         entry = self._base("branch_summary")
         entry.update(_defined(fromId=previous, summary=summary, details=details, usage=usage, fromHook=from_hook))
-        return self._append(entry)["id"]
+        try:
+            return self._append(entry)["id"]
+        except BaseException:
+            self._move_leaf(previous_leaf)
+            raise
 
     # ------------------------------------------------------------------ appends
 
@@ -488,12 +501,7 @@ class SessionManager:
 
     def _write(self, store: SessionStore, entries: list[Any]) -> None:
         if self._pending_upgrade is not None:
-            version = self._pending_upgrade
-            suffix = f".v{int(version) if version == version else 'x'}.bak"
-            store.replace(self._file_entries, backup_suffix=suffix)
-            self._warn(f"upgraded {store.path} to format v{CURRENT_SESSION_VERSION}; original kept as "
-                       f"{os.path.basename(store.path)}{suffix}")
-            self._pending_upgrade = None
+            self._upgrade_and_append(store, entries)
             return
         try:
             store.append(entries)
@@ -503,6 +511,32 @@ class SessionManager:
             # Pi recreates a vanished file without its header; we write the whole session back.
             store.replace(self._file_entries)
             self._warn(f"session file was deleted while in use; rewrote it: {store.path}")
+
+    def _upgrade_and_append(self, store: SessionStore, entries: list[Any]) -> None:
+        """First append to a legacy file: rewrite it as v3 atomically (original kept as backup).
+
+        Done under the file lock from what is on disk *now*, so lines another process appended
+        since we loaded are kept; v1 ids are deterministic, so they match ours.
+        """
+        version = self._pending_upgrade
+        with store.lock():
+            current = store.load()
+            if not current.valid:
+                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.path}",
+                                         path=store.path)
+            if file_version(current.entries) >= CURRENT_SESSION_VERSION:
+                upgraded = None  # somebody upgraded it meanwhile
+            else:
+                migrate_to_current(current.entries)
+                upgraded = current.entries + entries
+            if upgraded is not None:
+                suffix = f".v{int(version) if version is not None and version == version else 'x'}.bak"
+                store.replace(upgraded, backup_suffix=suffix)
+                self._warn(f"upgraded {store.path} to format v{CURRENT_SESSION_VERSION}; original kept as "
+                           f"{os.path.basename(store.path)}{suffix}")
+        if upgraded is None:
+            store.append(entries)
+        self._pending_upgrade = None
 
     def append_message(self, message: dict[str, Any]) -> str:
         entry = self._base("message")
