@@ -8,9 +8,10 @@ import {
   migrateSessionEntries,
 } from "../node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js";
 
-// Load a file the way SessionManager.open does (on a copy, since loading repairs and migration
-// rewrites), then build the context for the given leaf ("__undefined__" = the file's last entry).
-export function contextOfFile(path, leafId) {
+// Load a file the way SessionManager.open does, on a copy (loading repairs the final newline and
+// migration rewrites), and hand its entries, id index and last id to `use`.
+// Returns {invalid: true} when the reference refuses the file.
+export function withLoadedCopy(path, use) {
   const dir = mkdtempSync(join(tmpdir(), "pi-diff-"));
   try {
     const copy = join(dir, "s.jsonl");
@@ -20,11 +21,16 @@ export function contextOfFile(path, leafId) {
     migrateSessionEntries(fileEntries);
     const entries = fileEntries.filter((e) => e.type !== "session");
     const byId = new Map();
-    let leaf = null;
-    for (const e of entries) { byId.set(e.id, e); leaf = e.id; }
-    const target = leafId === undefined ? leaf : leafId;
-    return buildSessionContext(entries, target, byId);
+    let last = null;
+    for (const e of entries) { byId.set(e.id, e); last = e.id; }
+    return use(entries, byId, last);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+// The context for the given leaf ("__undefined__" = the file's last entry, as after open).
+export function contextOfFile(path, leafId) {
+  return withLoadedCopy(path, (entries, byId, last) =>
+    buildSessionContext(entries, leafId === undefined ? last : leafId, byId));
 }
