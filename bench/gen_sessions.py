@@ -43,7 +43,8 @@ def generate(path: str, n_entries: int, compact_every: int = 2500, seed: int = 1
                 "role": "assistant", "content": [
                     {"type": "thinking", "thinking": " ".join(rng.choices(words, k=30)), "thinkingSignature": "sig"},
                     {"type": "text", "text": " ".join(rng.choices(words, k=20))},
-                    {"type": "toolCall", "id": f"call_{i}", "name": "read", "arguments": {"path": f"src/m{i % 50}.py"}}],
+                    {"type": "toolCall", "id": f"call_{i}", "name": "read",
+                     "arguments": {"path": f"src/m{i % 50}.py"}}],
                 "api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5",
                 "usage": usage(i), "stopReason": "toolUse", "timestamp": ts}}
         elif phase == 2:
