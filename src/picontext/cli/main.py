@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 
@@ -16,17 +18,21 @@ class CliError(Exception):
     """An expected failure: printed as one line on stderr, exit code 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from picontext.cli import inspect_cmds, sessions_cmds
+# Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
+COMMAND_MODULES = ("inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds")
 
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="Pi-compatible sessions: inspect, project and compact long agent sessions.",
     )
     parser.add_argument("--version", action="version", version=f"picontext {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    inspect_cmds.register(sub)
-    sessions_cmds.register(sub)
+    for name in COMMAND_MODULES:
+        module_name = f"picontext.cli.{name}"
+        if importlib.util.find_spec(module_name) is not None:  # modules of work in progress may be absent
+            importlib.import_module(module_name).register(sub)
     return parser
 
 
