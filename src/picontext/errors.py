@@ -15,7 +15,14 @@
     ├── ProviderError               (ai layer) transport and HTTP failures outside a stream
     │   └── ContextOverflowError
     └── CompactionError
-        └── NothingToCompact
+        ├── NothingToCompact
+        ├── SummarizationFailed     the model's reply cannot become a summary
+        │   ├── SummaryError        stopReason "error"
+        │   ├── SummaryTruncated    stopReason "length": cut by the token cap
+        │   ├── SummaryToolCall     the reply called a tool
+        │   ├── SummaryAborted      stopReason "aborted"
+        │   └── SummaryEmpty        no text at all
+        └── SessionChanged          the file changed while the summary was being written
 
 Messages of the session errors are the reference's own strings, so scripts that match on
 them keep working.
@@ -103,3 +110,31 @@ class CompactionError(PicontextError):
 
 class NothingToCompact(CompactionError):
     pass
+
+
+class SummarizationFailed(CompactionError):
+    """A summary request produced nothing usable; nothing was written to the session."""
+
+
+class SummaryError(SummarizationFailed):
+    pass
+
+
+class SummaryTruncated(SummarizationFailed):
+    pass
+
+
+class SummaryToolCall(SummarizationFailed):
+    pass
+
+
+class SummaryAborted(SummarizationFailed):
+    pass
+
+
+class SummaryEmpty(SummarizationFailed):
+    pass
+
+
+class SessionChanged(CompactionError):
+    """Another writer appended to the session file while the summary was being written."""
