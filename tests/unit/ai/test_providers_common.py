@@ -1,0 +1,101 @@
+"""Shared pure pieces: SSE decoding, partial JSON, message transforms, error text, retry-after."""
+
+from __future__ import annotations
+
+import pytest
+
+from picontext.ai._http import (
+    ProviderHTTPStatus,
+    decode_sse,
+    format_http_error,
+    is_retryable_status,
+    parse_retry_after,
+    retry_delay,
+)
+from picontext.ai.models import default_catalog
+from picontext.ai.providers import parse_streaming_json
+from picontext.ai.providers._base import split_system
+from picontext.ai.providers.transform import transform_messages
+
+
+def test_decode_sse_multiline_comments_and_trailing_event() -> None:
+    lines = [": ping", "event: a", "data: 1", "data: 2", "", "data: x", "", "data: last"]
+    evs = list(decode_sse(lines))
+    assert [(e.event, e.data) for e in evs] == [("a", "1\n2"), (None, "x"), (None, "last")]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"path": "a.txt"}', {"path": "a.txt"}),
+        ('{"path": "a.t', {"path": "a.t"}),
+        ('{"a": 1, "b', {"a": 1}),
+        ('{"a": 1, "b":', {"a": 1}),
+        ('{"a": [1, 2', {"a": [1, 2]}),
+        ('{"a": {"b": "c\\', {"a": {"b": "c"}}),
+        ("", {}),
+        ("[1]", {}),
+    ],
+)
+def test_parse_streaming_json(raw: str, expected: dict[str, object]) -> None:
+    assert parse_streaming_json(raw) == expected
+
+
+def test_format_http_error() -> None:
+    assert format_http_error(400, "") == "400 status code (no body)"
+    assert format_http_error(413, '{"error":{"type":"request_too_large"}}') == (
+        '413 {"error":{"type":"request_too_large"}}'
+    )
+    assert format_http_error(500, "x" * 5000).endswith("... [truncated 1000 chars]")
+
+
+def test_retry_rules() -> None:
+    assert is_retryable_status(429, {}) and is_retryable_status(503, {}) and not is_retryable_status(400, {})
+    assert is_retryable_status(400, {"x-should-retry": "true"})
+    assert not is_retryable_status(500, {"X-Should-Retry": "false"})
+    assert parse_retry_after({"retry-after-ms": "1500"}) == 1.5
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == 10.0
+    err = ProviderHTTPStatus(429, "slow down", {"retry-after": "120"})
+    with pytest.raises(RuntimeError, match=r"Server requested 120s retry delay \(max: 60s\)\. 429 slow down"):
+        retry_delay(err, 0, 60)
+    assert 0.375 <= retry_delay(ProviderHTTPStatus(500, ""), 0) <= 0.5
+
+
+def test_split_system_leading_and_later_messages() -> None:
+    prompt, rest = split_system(
+        {
+            "messages": [
+                {"role": "system", "content": [{"type": "text", "text": "A"}], "timestamp": 0},
+                {"role": "user", "content": "hi", "timestamp": 1},
+                {"role": "system", "content": "B", "timestamp": 2},
+            ]
+        }
+    )
+    assert prompt == "A\n\nB" and [m["role"] for m in rest] == ["user"]
+
+
+def test_transform_drops_failed_turns_and_fills_missing_results() -> None:
+    model = default_catalog().get("anthropic/claude-sonnet-4-5")
+    other = {"api": "openai-completions", "provider": "openai", "model": "gpt-4o", "usage": {}, "timestamp": 0}
+    msgs = [
+        {"role": "user", "content": "q", "timestamp": 0},
+        {**other, "role": "assistant", "stopReason": "error", "content": [{"type": "text", "text": "bad"}]},
+        {
+            **other,
+            "role": "assistant",
+            "stopReason": "toolUse",
+            "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "toolCall", "id": "call|weird/id", "name": "read", "arguments": {}},
+            ],
+        },
+        {"role": "user", "content": "next", "timestamp": 2},
+    ]
+    original = repr(msgs)
+    out = transform_messages(msgs, model, lambda i, _m, _s: i.replace("|", "_").replace("/", "_"))  # type: ignore[arg-type]
+    assert repr(msgs) == original  # input untouched
+    assert [m["role"] for m in out] == ["user", "assistant", "toolResult", "user"]
+    assert out[1]["content"][0] == {"type": "text", "text": "hmm"}  # foreign thinking becomes text
+    assert out[1]["content"][1]["id"] == "call_weird_id"
+    assert out[2]["toolCallId"] == "call_weird_id" and out[2]["isError"] is True
