@@ -1,40 +1,51 @@
 """The session manager's projection, kept current as entries are appended.
 
 Pi rebuilds the projection from the whole path before every request (O(session) each time,
-O(n^2) over a session). `LiveProjection` holds the path, the folded context entries, the edit
-map and each entry's projected messages for the current leaf, and updates them per append:
-a plain append is O(1); an edit re-projects only its target; a compaction re-folds only the
-kept tail. Leaf moves drop the cache, which is rebuilt by the pure pipeline on next use.
-`tests/session/test_live_projection.py` holds it equal to `projection.build_session_projection`
-after every append of long random sequences.
+O(n^2) over a session). `LiveProjection` holds the path (as entry positions), the folded context
+entries, the edit map and each entry's projected messages for the current leaf, and updates them
+per append: a plain append is O(1); an edit re-projects only its target; a compaction re-folds
+only the kept tail. Leaf moves drop the cache, which is rebuilt on next use.
+
+Rebuilding touches only what the result needs: the path is walked on the tree index, the model
+and thinking level come from the last entries that set them, and only the folded context entries
+are parsed (entries of a large file are parsed lazily, see `store.RawLine`).
+`tests/session/test_live_projection.py` holds the result equal to the pure pipeline
+(`projection.build_session_projection`) after every append of long random sequences.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, Protocol
 
 from picontext.session.projection import (
     ContextSettings,
     Entry,
-    LeafArg,
     ProjectedEntry,
     SessionProjection,
-    build_session_path,
     collect_edits,
     field_of,
-    fold_path,
-    message_role,
+    hashable,
     project_entry,
 )
 
 
+class EntryView(Protocol):
+    """Read access to a session's entries by position, without parsing more than asked for."""
+
+    def entry(self, index: int) -> Entry: ...
+    def type_of(self, index: int) -> Any: ...
+    def id_of(self, index: int) -> Any: ...
+    def role_of(self, index: int) -> Any: ...
+
+
 class LiveProjection:
-    """Projection for one leaf; `append(entry)` must be called for each child of that leaf."""
+    """Projection for one leaf; `append(entry, index)` must be called for each child of that leaf."""
 
     def __init__(self) -> None:
         self.valid = False
-        self._path: list[Entry] = []
+        self._view: EntryView | None = None
+        self._path: list[int] = []
         self._first_pos: dict[Hashable, int] = {}
         self._settings = ContextSettings()
         self._context: list[Entry] = []
@@ -47,20 +58,58 @@ class LiveProjection:
     def invalidate(self) -> None:
         self.valid = False
 
-    def rebuild(self, entries: Sequence[Entry], leaf: LeafArg, by_id: Mapping[Hashable, Entry]) -> None:
-        self._path = build_session_path(entries, leaf, by_id)
+    def rebuild(self, view: EntryView, path: list[int]) -> None:
+        """Project the root-first `path` (positions of entries in `view`)."""
+        self._view = view
+        self._path = path
         self._first_pos = {}
-        self._settings = ContextSettings()
-        for i, entry in enumerate(self._path):
-            self._index_path(entry, i)
-            self._settings.update(entry)
-        self._set_context(fold_path(self._path))
+        for pos, index in enumerate(path):
+            key = view.id_of(index)
+            if hashable(key):
+                self._first_pos.setdefault(key, pos)
+        self._settings = self._settings_of(view, path)
+        last_compaction = next((pos for pos in range(len(path) - 1, -1, -1)
+                                if view.type_of(path[pos]) == "compaction"), None)
+        if last_compaction is None:
+            self._set_context([view.entry(i) for i in path])
+        else:
+            self._set_context(self._fold(view.entry(path[last_compaction]), last_compaction))
         self.valid = True
 
-    def _index_path(self, entry: Entry, position: int) -> None:
-        key = field_of(entry, "id")
-        if isinstance(key, Hashable):
-            self._first_pos.setdefault(key, position)
+    @staticmethod
+    def _settings_of(view: EntryView, path: list[int]) -> ContextSettings:
+        # Last writer wins, so the last entry of each kind decides; parse only those two.
+        settings = ContextSettings()
+        need_thinking = need_model = True
+        for index in reversed(path):
+            kind = view.type_of(index)
+            if need_thinking and kind == "thinking_level_change":
+                settings.update(view.entry(index))
+                need_thinking = False
+            elif need_model and (kind == "model_change" or (kind == "message" and view.role_of(index) == "assistant")):
+                model_only = ContextSettings()
+                model_only.update(view.entry(index))
+                settings.model = model_only.model
+                need_model = False
+            if not (need_thinking or need_model):
+                break
+        return settings
+
+    def _fold(self, compaction: Entry, at_last: int) -> list[Entry]:
+        """Same result as projection.fold_path, touching only the kept tail of the path."""
+        assert self._view is not None
+        view = self._view
+        cid = compaction.get("id")
+        at = self._first_pos.get(cid, at_last) if hashable(cid) else at_last  # Pi finds it by id
+        first_kept = compaction.get("firstKeptEntryId")
+        start = self._first_pos.get(first_kept) if hashable(first_kept) else None
+        result = [compaction]
+        if start is not None and start < at:
+            for index in self._path[start:at]:
+                if not (view.type_of(index) == "message" and view.role_of(index) == "system"):
+                    result.append(view.entry(index))
+        result.extend(view.entry(index) for index in self._path[at + 1 :])
+        return result
 
     def _set_context(self, context: list[Entry]) -> None:
         self._context = context
@@ -75,53 +124,41 @@ class LiveProjection:
 
     def _index_context(self, entry: Entry, position: int) -> None:
         key = field_of(entry, "id")
-        if isinstance(key, Hashable):
+        if hashable(key):
             self._ctx_pos.setdefault(key, []).append(position)
 
     def _project(self, entry: Entry, position: int) -> list[Any]:
         if position > 0 and field_of(entry, "type") == "compaction":
             return []
         key = field_of(entry, "id")
-        return project_entry(entry, self._edits.get(key) if isinstance(key, Hashable) else None)
+        return project_entry(entry, self._edits.get(key) if hashable(key) else None)
 
-    def append(self, entry: Entry) -> None:
-        """Extend the path by `entry` (a child of the current leaf) and update the projection."""
+    def append(self, entry: Entry, index: int) -> None:
+        """Extend the path by `entry` (a child of the current leaf, at `index` in the view)."""
         position = len(self._path)
-        self._path.append(entry)
-        self._index_path(entry, position)
+        self._path.append(index)
+        key = field_of(entry, "id")
+        if hashable(key):
+            self._first_pos.setdefault(key, position)
         self._settings.update(entry)
         kind = field_of(entry, "type")
         if kind == "compaction":
-            self._set_context(self._fold_new_compaction(entry))
+            self._set_context(self._fold(entry, position))
             return
-        index = len(self._context)
+        ctx_index = len(self._context)
         self._context.append(entry)
-        self._index_context(entry, index)
+        self._index_context(entry, ctx_index)
         if kind == "context_edit":
             target = entry.get("targetId")
-            if isinstance(target, Hashable):
+            if hashable(target):
                 self._edits[target] = entry
                 for i in self._ctx_pos.get(target, ()):
                     self._projected[i].messages = self._project(self._context[i], i)
                     self._messages_stale = True
-        messages = self._project(entry, index)
+        messages = self._project(entry, ctx_index)
         self._projected.append(ProjectedEntry(entry, messages))
         if not self._messages_stale:
             self._messages.extend(messages)
-
-    def _fold_new_compaction(self, compaction: Entry) -> list[Entry]:
-        # Same result as fold_path(self._path), but only touching the kept tail.
-        cid = compaction.get("id")
-        at = len(self._path) - 1
-        if isinstance(cid, Hashable):
-            at = self._first_pos.get(cid, at)
-        first_kept = compaction.get("firstKeptEntryId")
-        start = self._first_pos.get(first_kept) if isinstance(first_kept, Hashable) else None
-        result = [compaction]
-        if start is not None and start < at:
-            result.extend(e for e in self._path[start:at] if message_role(e) != "system")
-        result.extend(self._path[at + 1 :])
-        return result
 
     def projection(self) -> SessionProjection:
         if self._messages_stale:
@@ -131,9 +168,8 @@ class LiveProjection:
             list(self._projected), list(self._messages), self._settings.thinking_level, self._settings.model
         )
 
-    @property
-    def path(self) -> list[Entry]:
-        return self._path
+    def on_path(self, entry_id: Any) -> bool:
+        return hashable(entry_id) and entry_id in self._first_pos
 
     @property
     def context_entries(self) -> list[Entry]:

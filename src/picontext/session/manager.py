@@ -40,12 +40,13 @@ from picontext.session.projection import (
     Entry,
     LeafArg,
     SessionProjection,
-    build_session_path,
     field_of,
+    hashable,
     message_role,
 )
 from picontext.session.store import (
     JsonlSessionStore,
+    RawLine,
     SessionStore,
     gc_paused,
     read_session_file,
@@ -108,14 +109,14 @@ class SessionManager:
         self._session_file: str | None = None
         self._header: dict[str, Any] = {}
         self._file_entries: list[Any] = []
-        self._entries: list[Entry] = []
-        self._by_id: dict[Hashable, Entry] = {}
-        self._children: dict[Hashable, list[Entry]] = {}
+        self._entries: list[Any] = []  # parsed entries, or RawLine until first needed
+        self._by_id: dict[Hashable, int] = {}  # id -> position in _entries (later duplicates win)
+        self._children: dict[Hashable, list[int]] = {}
         self._labels: dict[Hashable, str] = {}
         self._label_ts: dict[Hashable, Any] = {}
         self._leaf: LeafArg = None
         self._has_assistant = False
-        self._name_entry: Entry | None = None
+        self._name_entry: int | None = None
         self._flushed = False
         self._pending_upgrade: float | None = None  # legacy version awaiting an atomic upgrade
         self._live = LiveProjection()
@@ -233,7 +234,7 @@ class SessionManager:
             self._set_path(resolved)
             return
         if preloaded is None:
-            loaded = read_session_file(resolved)
+            loaded = read_session_file(resolved, lazy=True)
             for line in loaded.warnings(resolved):
                 self._warn(line)
             entries = loaded.entries if loaded.valid else []
@@ -282,27 +283,33 @@ class SessionManager:
                 self._index(entry)
         self._live.invalidate()
 
-    def _index(self, entry: Entry) -> None:
+    def _index(self, entry: Any) -> None:
+        position = len(self._entries)
         self._entries.append(entry)
-        if type(entry) is not dict:
-            self._leaf = LAST  # Pi: a trailing value without an id leaves the leaf undefined
-            self._children.setdefault(None, []).append(entry)
+        if type(entry) is RawLine:
+            key, parent = entry.id, entry.parent_id
+            has_id = entry.has_id()
+            if not has_id:
+                key = None
+            kind = entry.type
+        elif type(entry) is dict:
+            key, parent, has_id, kind = entry.get("id"), entry.get("parentId"), "id" in entry, entry.get("type")
+        else:
+            # Pi: a trailing value without an id leaves the leaf undefined.
+            self._leaf = LAST
+            self._children.setdefault(None, []).append(position)
             return
-        key = _key(entry.get("id"))
-        if key is not None:
-            self._by_id[key] = entry
-        parent = _key(entry.get("parentId"))
+        if has_id and hashable(key):
+            self._by_id[key] = position
+        parent = _key(parent)
         children = self._children.get(parent)
         if children is None:
-            self._children[parent] = [entry]
+            self._children[parent] = [position]
         else:
-            children.append(entry)
-        # Pi: the leaf after loading is the last entry, whatever it is (undefined if it has no id).
-        self._leaf = entry["id"] if "id" in entry else LAST
-        kind = entry.get("type")
+            children.append(position)
+        self._leaf = key if has_id else LAST  # the leaf after loading is the last entry, whatever it is
         if kind == "message":
-            message = entry.get("message")
-            if type(message) is dict and message.get("role") == "assistant":
+            if self.role_of(position) == "assistant":
                 self._has_assistant = True
         elif kind == "label":
             target = _key(entry.get("targetId"))
@@ -313,7 +320,57 @@ class SessionManager:
                 self._labels.pop(target, None)
                 self._label_ts.pop(target, None)
         elif kind == "session_info":
-            self._name_entry = entry
+            self._name_entry = position
+
+    # ------------------------------------------------------------------ entry view (by position)
+
+    def entry(self, index: int) -> Entry:
+        """The entry at `index` in file order, parsed on first use."""
+        item = self._entries[index]
+        if type(item) is RawLine:
+            item = item.parse()
+            self._entries[index] = item
+        return item
+
+    def type_of(self, index: int) -> Any:
+        item = self._entries[index]
+        return item.type if type(item) is RawLine else field_of(item, "type")
+
+    def id_of(self, index: int) -> Any:
+        item = self._entries[index]
+        if type(item) is RawLine:
+            return item.id if item.has_id() else None
+        return field_of(item, "id")
+
+    def role_of(self, index: int) -> Any:
+        item = self._entries[index]
+        return item.role if type(item) is RawLine else message_role(item)
+
+    def _path_to(self, leaf: LeafArg) -> list[int]:
+        """Positions from the root to `leaf` (Pi buildSessionPath on the index)."""
+        if leaf is None:
+            return []
+        start = self._by_id.get(leaf) if leaf and hashable(leaf) else None
+        if start is None:
+            if not self._entries:
+                return []
+            start = len(self._entries) - 1
+        path: list[int] = []
+        seen: set[int] = set()
+        by_id = self._by_id
+        entries = self._entries
+        current: int | None = start
+        while current is not None and current not in seen:
+            seen.add(current)
+            path.append(current)
+            item = entries[current]
+            if type(item) is RawLine:
+                parent = item.parent_id
+            else:
+                parent = item.get("parentId") if type(item) is dict else None
+            current = by_id.get(parent) if parent and hashable(parent) else None
+        path.reverse()
+        return path
 
     # ------------------------------------------------------------------ accessors
 
@@ -339,7 +396,7 @@ class SessionManager:
         return self._header or None
 
     def get_entries(self) -> list[Entry]:
-        return list(self._entries)
+        return [self.entry(i) for i in range(len(self._entries))]
 
     def entry_count(self) -> int:
         return len(self._entries)
@@ -349,14 +406,15 @@ class SessionManager:
 
     def get_leaf_entry(self) -> Entry | None:
         leaf = self.get_leaf_id()
-        return self._by_id.get(leaf) if leaf else None
+        return self.get_entry(leaf) if leaf else None
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        return self._by_id.get(entry_id)
+        index = self._by_id.get(entry_id) if hashable(entry_id) else None
+        return None if index is None else self.entry(index)
 
     def get_children(self, parent_id: str | None) -> list[Entry]:
         """Entries whose parentId equals `parent_id`, in file order (indexed, not scanned)."""
-        return list(self._children.get(parent_id, ()))
+        return [self.entry(i) for i in self._children.get(parent_id, ())]
 
     def get_label(self, entry_id: str) -> str | None:
         return self._labels.get(entry_id)
@@ -364,7 +422,7 @@ class SessionManager:
     def get_session_name(self) -> str | None:
         if self._name_entry is None:
             return None
-        name = self._name_entry.get("name")
+        name = field_of(self.entry(self._name_entry), "name")
         return name.strip() or None if isinstance(name, str) else None
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
@@ -372,13 +430,13 @@ class SessionManager:
         start = from_id if from_id is not None else self.get_leaf_id()
         if not start or _key(start) not in self._by_id:
             return []
-        return build_session_path(self._entries, start, self._by_id)
+        return [self.entry(i) for i in self._path_to(start)]
 
     def get_tree(self) -> list[TreeNode]:
         """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
         nodes: dict[Hashable, TreeNode] = {}
         ordered: list[tuple[Entry, TreeNode]] = []
-        for entry in self._entries:
+        for entry in self.get_entries():
             key = _key(field_of(entry, "id"))
             node = TreeNode(entry, [], self._labels.get(key), self._label_ts.get(key))
             if key is not None:
@@ -404,7 +462,7 @@ class SessionManager:
     def _live_projection(self) -> LiveProjection:
         if not self._live.valid:
             with gc_paused():
-                self._live.rebuild(self._entries, self._leaf, self._by_id)
+                self._live.rebuild(self, self._path_to(self._leaf))
         return self._live
 
     def build_session_projection(self) -> SessionProjection:
@@ -469,7 +527,7 @@ class SessionManager:
         self._file_entries.append(entry)
         self._index(entry)
         if live_was_valid:
-            self._live.append(entry)
+            self._live.append(entry, len(self._entries) - 1)
         else:
             self._live.invalidate()
         try:
@@ -479,6 +537,7 @@ class SessionManager:
             self._entries.pop()
             del self._by_id[entry["id"]]
             self._children[_key(entry.get("parentId"))].pop()
+            self._leaf = snapshot[0]
             (self._leaf, self._has_assistant, self._name_entry, self._labels, self._label_ts) = snapshot
             self._live.invalidate()
             raise
@@ -608,10 +667,10 @@ class SessionManager:
             isinstance(replacement, dict) and isinstance(replacement.get("content"), str | list)
         ):
             raise InvalidReplacement()
-        target = self._by_id.get(_key(target_id))
+        target = self.get_entry(target_id)
         if target is None:
             raise EntryNotFound(target_id)
-        if not any(field_of(e, "id") == target_id for e in self._live_projection().path):
+        if not self._live_projection().on_path(target_id):
             raise NotOnActiveBranch(target_id)
         role = "custom" if field_of(target, "type") == "custom_message" else message_role(target)
         if role not in ("custom", "user", "assistant", "toolResult"):

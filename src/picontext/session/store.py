@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
 import orjson
 
 from picontext import _json
@@ -85,14 +86,81 @@ def is_header(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
 
 
-def parse_session_bytes(data: bytes) -> LoadResult:
-    """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines."""
+class _MessageHead(msgspec.Struct):
+    role: Any = msgspec.UNSET
+
+
+class _EntryHead(msgspec.Struct):
+    type: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    parentId: Any = msgspec.UNSET
+    message: _MessageHead | msgspec.UnsetType | None = msgspec.UNSET
+
+
+_decode_head = msgspec.json.Decoder(_EntryHead).decode
+
+# Entry types whose bodies can be large; their lines are kept as bytes until first needed.
+LAZY_TYPES = frozenset({"message", "custom_message", "custom", "usage", "branch_summary"})
+
+
+class RawLine:
+    """An entry not parsed yet: its line and the few fields the tree index needs.
+
+    `role` is the message role for `message` entries (None otherwise). Written back to a file
+    as the original bytes, so an entry that was never parsed is copied byte for byte.
+    """
+
+    __slots__ = ("id", "line", "parent_id", "role", "type")
+
+    def __init__(self, line: bytes, type: str, id: Any, parent_id: Any, role: Any) -> None:
+        self.line = line
+        self.type = type
+        self.id = id
+        self.parent_id = parent_id
+        self.role = role
+
+    def has_id(self) -> bool:
+        return self.id is not msgspec.UNSET
+
+    def parse(self) -> Any:
+        return _json.loads(self.line)
+
+
+def _lazy_item(raw: bytes) -> RawLine | None:
+    """A RawLine for a well-formed line of a lazy type, else None (the caller parses it fully)."""
+    try:
+        head = _decode_head(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if type(head.type) is not str or head.type not in LAZY_TYPES:
+        return None
+    message = head.message
+    role = None
+    if head.type == "message":
+        if not isinstance(message, _MessageHead):
+            return None  # odd shapes go through the full parser
+        role = None if message.role is msgspec.UNSET else message.role
+    parent = None if head.parentId is msgspec.UNSET else head.parentId
+    return RawLine(raw, head.type, head.id, parent, role)
+
+
+def parse_session_bytes(data: bytes, *, lazy: bool = False) -> LoadResult:
+    """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines.
+
+    With `lazy`, lines of the bulky entry types of a current-version file are kept as `RawLine`s.
+    """
     result = LoadResult()
     lines = data.split(b"\n")
     last = len(lines) - 1
     entries = result.entries
     loads = orjson.loads
+    lazy_ok = False
     for number, raw in enumerate(lines):
+        if lazy_ok:
+            item = _lazy_item(raw)
+            if item is not None:
+                entries.append(item)
+                continue
         try:
             value = loads(raw)  # fast path: a well-formed line
         except orjson.JSONDecodeError:
@@ -101,20 +169,23 @@ def parse_session_bytes(data: bytes) -> LoadResult:
         if value or (value is not None and value is not False and type(value) is not str
                      and type(value) in (dict, list)):
             entries.append(value)
+            if lazy and len(entries) == 1 and is_header(value):
+                version = value.get("version")
+                lazy_ok = isinstance(version, int | float) and not isinstance(version, bool) and version >= 3
     result.missing_newline = lines[-1] != b""
     result.valid = bool(entries) and is_header(entries[0])
     return result
 
 
-def read_session_file(path: str) -> LoadResult:
-    """Read and parse a whole file (streamed line by line); a missing file is an empty result."""
+def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
+    """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return LoadResult()
     with gc_paused():
-        result = parse_session_bytes(data)
+        result = parse_session_bytes(data, lazy=lazy)
     result.size = len(data)
     return result
 
@@ -179,7 +250,7 @@ class SessionStore(Protocol):
 
 
 def _encode(entries: Iterable[Any]) -> bytes:
-    return b"".join(_json.dumps_line(e) for e in entries)
+    return b"".join(e.line + b"\n" if type(e) is RawLine else _json.dumps_line(e) for e in entries)
 
 
 def _fsync_dir(path: str) -> None:
