@@ -1,0 +1,298 @@
+"""Writing the compaction summary: requests, budgets, chunking, failure checks, the ledger.
+
+Mirrors Pi `compact()` / `generateSummary()` / `generateTurnPrefixSummary()` (compaction.ts,
+spec 02 §7.3-§7.7) with these deliberate differences (docs/divergences.md):
+
+* split-turn history and turn-prefix summaries are requested concurrently (Pi: one after the
+  other) and merged in the same order;
+* `aborted` and empty replies are typed failures (Pi returns their text);
+* `firstKeptEntryId` is checked before any request (Pi: after spending tokens);
+* a span too large for the summarizing model's window is summarized in chunks, oldest first,
+  each result fed forward as the previous summary (issue 3 §5c);
+* the verified-facts ledger (`verify.py`) is appended after the model's text.
+
+Any failure raises a `SummarizationFailed` subclass; the caller has written nothing yet.
+
+Example::
+
+    result = await summarize_preparation(prep, completion, reserve_tokens=16384)
+    manager.append_compaction(result.summary, result.first_kept_entry_id, result.tokens_before,
+                              result.details, usage=result.usage)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from picontext.compaction import prompts
+from picontext.compaction.completion import Completion, CompletionOptions
+from picontext.compaction.file_ops import (
+    FileOperations,
+    compute_file_lists,
+    extract_file_ops,
+    format_file_operations,
+)
+from picontext.compaction.serialize import serialize_conversation, utf16_len
+from picontext.compaction.verify import VerifiedFacts, extract_facts, parse_ledger, strip_machine_blocks, verify_summary
+from picontext.errors import (
+    CompactionError,
+    SummaryAborted,
+    SummaryEmpty,
+    SummaryError,
+    SummaryToolCall,
+    SummaryTruncated,
+)
+from picontext.session.convert import convert_to_llm
+
+__all__ = [
+    "SummaryResult",
+    "add_usage",
+    "chunk_conversation",
+    "history_max_tokens",
+    "input_budget",
+    "reply_text",
+    "summarize_preparation",
+    "turn_prefix_max_tokens",
+]
+
+CHARS_PER_TOKEN = 4
+INPUT_SAFETY = 0.8
+"""Share of the computed room actually filled: chars/4 undercounts code and non-English text."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryResult:
+    """What `append_compaction` needs; `details` holds readFiles, modifiedFiles, verifiedFacts."""
+
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    usage: dict[str, Any] | None
+    details: dict[str, Any]
+    calls: int
+    missing_facts: VerifiedFacts
+
+
+def _cap(budget: int, model_max: int) -> int:
+    return min(budget, model_max) if model_max > 0 else budget
+
+
+def history_max_tokens(reserve_tokens: int, model_max_tokens: int) -> int:
+    """`min(floor(0.8 × reserve), model max)`; a model max of 0 means uncapped (spec 02 §7.4)."""
+    return _cap(math.floor(0.8 * reserve_tokens), model_max_tokens)
+
+
+def turn_prefix_max_tokens(reserve_tokens: int, model_max_tokens: int) -> int:
+    """`min(floor(0.5 × reserve), model max)`."""
+    return _cap(math.floor(0.5 * reserve_tokens), model_max_tokens)
+
+
+def add_usage(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Field-wise sum; `cacheWrite1h` and `reasoning` only when either side has them (Pi)."""
+    if a is None or b is None:
+        return a or b
+    total = {k: (a.get(k) or 0) + (b.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite",
+                                                               "totalTokens")}
+    for key in ("cacheWrite1h", "reasoning"):
+        if key in a or key in b:
+            total[key] = (a.get(key) or 0) + (b.get(key) or 0)
+    cost_a, cost_b = a.get("cost") or {}, b.get("cost") or {}
+    total["cost"] = {k: (cost_a.get(k) or 0) + (cost_b.get(k) or 0)
+                     for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
+    return total
+
+
+def reply_text(reply: dict[str, Any], label: str) -> str:
+    """The summary text of a reply, or the typed failure (spec 02 §7.6, plus aborted and empty)."""
+    stop = reply.get("stopReason")
+    if stop == "error":
+        raise SummaryError(f"{label} failed: {reply.get('errorMessage') or 'Unknown error'}")
+    if stop == "length":
+        raise SummaryTruncated(f"{label} failed: generation hit the token cap and the summary is incomplete")
+    if stop == "aborted":
+        raise SummaryAborted(f"{label} was aborted")
+    content = reply.get("content") if isinstance(reply.get("content"), list) else []
+    if any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content):
+        raise SummaryToolCall(f"{label} attempted to call a tool")
+    text = "\n".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"
+                     and isinstance(b.get("text"), str))
+    if not text.strip():
+        raise SummaryEmpty(f"{label} failed: the model returned an empty summary")
+    return text
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(utf16_len(text) / CHARS_PER_TOKEN)
+
+
+def input_budget(completion: Completion, max_tokens: int, overhead_text: str) -> int | None:
+    """Tokens of conversation text one request may carry, or None when the window is unknown."""
+    window = int(getattr(completion, "context_window", 0) or 0)
+    if window <= 0:
+        return None
+    room = window - max_tokens - _tokens(prompts.SYSTEM_PROMPT) - _tokens(overhead_text)
+    return max(256, math.floor(room * INPUT_SAFETY))
+
+
+def _split_text(text: str, max_chars: int) -> list[str]:
+    return [text[i: i + max_chars] for i in range(0, len(text), max_chars)] or [""]
+
+
+def chunk_conversation(parts: Sequence[str], budget_tokens: int | None) -> list[str]:
+    """Serialized message parts grouped into chunks of at most `budget_tokens`, oldest first.
+
+    With everything fitting (or no budget) this is one chunk equal to the plain serialization.
+    A single part larger than the budget is cut into pieces.
+    """
+    joined = "\n\n".join(parts)
+    if budget_tokens is None or _tokens(joined) <= budget_tokens:
+        return [joined]
+    max_chars = budget_tokens * CHARS_PER_TOKEN
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for part in parts:
+        pieces = _split_text(part, max_chars) if utf16_len(part) > max_chars else [part]
+        for piece in pieces:
+            length = utf16_len(piece) + 2
+            if current and size + length > max_chars:
+                chunks.append("\n\n".join(current))
+                current, size = [], 0
+            current.append(piece)
+            size += length
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def _message_parts(messages: Sequence[Any]) -> list[str]:
+    parts = []
+    for message in convert_to_llm(messages):
+        text = serialize_conversation([message])
+        if text:
+            parts.append(text)
+    return parts
+
+
+@dataclass(slots=True)
+class _Calls:
+    completion: Completion
+    options: CompletionOptions
+    usage: dict[str, Any] | None = None
+    count: int = 0
+
+    async def ask(self, user_text: str, max_tokens: int, label: str) -> str:
+        messages = [{"role": "user", "content": [{"type": "text", "text": user_text}], "timestamp": 0}]
+        reply = await self.completion(prompts.SYSTEM_PROMPT, messages, max_tokens, self.options)
+        self.count += 1
+        self.usage = add_usage(self.usage, reply.get("usage") if isinstance(reply.get("usage"), dict) else None)
+        return strip_machine_blocks(reply_text(reply, label))
+
+
+async def _history(calls: _Calls, messages: Sequence[Any], previous: str | None, instructions: str | None,
+                   max_tokens: int) -> str:
+    """One history summary, or a fold over chunks when the span does not fit the window."""
+    overhead = prompts.history_request("", previous or "x", instructions)
+    budget = input_budget(calls.completion, max_tokens, overhead)
+    if budget is not None and previous:
+        budget = max(256, budget - _tokens(previous))
+    summary = previous
+    for chunk in chunk_conversation(_message_parts(messages), budget):
+        summary = await calls.ask(prompts.history_request(chunk, summary, instructions), max_tokens,
+                                  "Summarization")
+    assert summary is not None
+    return summary
+
+
+async def _turn_prefix(calls: _Calls, messages: Sequence[Any], max_tokens: int) -> str:
+    budget = input_budget(calls.completion, max_tokens, prompts.turn_prefix_request(""))
+    chunks = chunk_conversation(_message_parts(messages), budget)
+    summary = await calls.ask(prompts.turn_prefix_request(chunks[0]), max_tokens, "Turn prefix summarization")
+    for chunk in chunks[1:]:  # a prefix larger than the window: fold the rest in, as for history
+        summary = await calls.ask(prompts.history_request(chunk, summary, None), max_tokens,
+                                  "Turn prefix summarization")
+    return summary
+
+
+def _get(prep: Any, name: str, default: Any = None) -> Any:
+    return getattr(prep, name, default)
+
+
+def preparation_file_lists(prep: Any) -> tuple[list[str], list[str]]:
+    """(readFiles, modifiedFiles) of a preparation: its `file_ops` (or ready-made lists)."""
+    ops = _get(prep, "file_ops")
+    if isinstance(ops, FileOperations):
+        return compute_file_lists(ops)
+    read, modified = _get(prep, "read_files"), _get(prep, "modified_files")
+    if read is not None or modified is not None:
+        return list(read or []), list(modified or [])
+    ops = FileOperations()
+    extract_file_ops(_get(prep, "messages_to_summarize", []), ops)
+    extract_file_ops(_get(prep, "turn_prefix_messages", []), ops)
+    return compute_file_lists(ops)
+
+
+async def summarize_preparation(
+    prep: Any,
+    completion: Completion,
+    *,
+    reserve_tokens: int,
+    instructions: str | None = None,
+    thinking_level: str | None = None,
+    signal: Any = None,
+    previous_facts: VerifiedFacts | None = None,
+    verify: bool = True,
+) -> SummaryResult:
+    """Write the summary of a `CompactionPreparation` (Pi `compact`); raises on any failure.
+
+    `prep` needs `first_kept_entry_id`, `messages_to_summarize`, `turn_prefix_messages`,
+    `is_split_turn`, `tokens_before`, `previous_summary` and `file_ops` (or `read_files` and
+    `modified_files`). `previous_facts` are the verified facts of the previous compaction
+    (`details.verifiedFacts`); without them the previous summary's ledger is parsed.
+    """
+    first_kept = _get(prep, "first_kept_entry_id")
+    if not first_kept:
+        raise CompactionError("First kept entry has no id: nothing to compact")
+    to_summarize = list(_get(prep, "messages_to_summarize", []))
+    prefix = list(_get(prep, "turn_prefix_messages", []))
+    previous = _get(prep, "previous_summary")
+    model_max = int(getattr(completion, "max_output_tokens", 0) or 0)
+    reasoning = thinking_level if getattr(completion, "reasoning", False) and thinking_level not in (
+        None, "", "off") else None
+    calls = _Calls(completion, CompletionOptions(reasoning=reasoning, signal=signal))
+    history_budget = history_max_tokens(reserve_tokens, model_max)
+
+    if _get(prep, "is_split_turn") and prefix:
+        prefix_budget = turn_prefix_max_tokens(reserve_tokens, model_max)
+        try:
+            async with asyncio.TaskGroup() as group:  # Pi: sequential; the two requests are independent
+                history_task = (
+                    group.create_task(_history(calls, to_summarize, previous, instructions, history_budget))
+                    if to_summarize else None
+                )
+                prefix_task = group.create_task(_turn_prefix(calls, prefix, prefix_budget))
+        except ExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
+        fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
+        history = history_task.result() if history_task else fallback
+        text = history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
+    else:
+        text = await _history(calls, to_summarize, previous, instructions, history_budget)
+
+    read_files, modified_files = preparation_file_lists(prep)
+    seed = previous_facts if previous_facts is not None else parse_ledger(previous)
+    facts = extract_facts([*to_summarize, *prefix], seed)
+    facts.modified_files = list(modified_files)
+    missing = VerifiedFacts()
+    if verify:
+        text, missing = verify_summary(text, facts)
+    details: dict[str, Any] = {"readFiles": read_files, "modifiedFiles": modified_files}
+    if verify:
+        details["verifiedFacts"] = facts.to_json()
+    summary = text + format_file_operations(read_files, modified_files)
+    return SummaryResult(summary, first_kept, int(_get(prep, "tokens_before", 0) or 0), calls.usage, details,
+                         calls.count, missing)
