@@ -279,10 +279,14 @@ class GeminiParser:
         return evs
 
     def finish(self) -> list[AssistantMessageEvent]:
+        # Close the open block first, then fail through the message (not by raising), so the
+        # block-end events reach the consumer before the error event, as in Pi.
         evs = self._close_current()
         reason = self.out["stopReason"]
         if reason == "pending":
-            raise StreamProtocolError("Google stream ended without a finish reason")
+            self.out["stopReason"] = "error"
+            self.out["errorMessage"] = "Google stream ended without a finish reason"
+            return evs
         if reason == "error":
             self.out["errorMessage"] = f"Provider stopped with: {self.out.get('rawStopReason')}"
         return evs
