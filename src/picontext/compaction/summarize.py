@@ -236,6 +236,15 @@ def preparation_file_lists(prep: Any) -> tuple[list[str], list[str]]:
     return compute_file_lists(ops)
 
 
+def _previous_facts(prep: Any, previous: str | None) -> VerifiedFacts:
+    """Facts of the previous compaction: its `details.verifiedFacts`, else its summary's ledger."""
+    entry = _get(prep, "previous_compaction")
+    details = entry.get("details") if isinstance(entry, dict) else None
+    if isinstance(details, dict) and isinstance(details.get("verifiedFacts"), dict):
+        return VerifiedFacts.from_json(details["verifiedFacts"])
+    return parse_ledger(previous)
+
+
 async def summarize_preparation(
     prep: Any,
     completion: Completion,
@@ -284,7 +293,7 @@ async def summarize_preparation(
         text = await _history(calls, to_summarize, previous, instructions, history_budget)
 
     read_files, modified_files = preparation_file_lists(prep)
-    seed = previous_facts if previous_facts is not None else parse_ledger(previous)
+    seed = previous_facts if previous_facts is not None else _previous_facts(prep, previous)
     facts = extract_facts([*to_summarize, *prefix], seed)
     facts.modified_files = list(modified_files)
     missing = VerifiedFacts()

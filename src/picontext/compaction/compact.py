@@ -1,0 +1,203 @@
+"""Compacting a session: plan, write the summary (or masks), append under the file lock.
+
+    compact_session(manager, strategy=..., completion=..., settings=...) -> CompactOutcome
+
+Strategies (issue 3 §5b):
+
+* `summary` (default, Pi's behaviour): `prepare_compaction`, a model-written summary, one
+  `compaction` entry.
+* `mask`: no model; old tool results become one-line placeholders through `context_edit`
+  entries (`mask.py`).
+* `mask-then-summary`: mask first, then summarize only if the context is still over the
+  threshold (`should_compact`).
+
+Nothing is written until every model call has succeeded: a failed summary raises a
+`SummarizationFailed` subclass and leaves the file byte-identical. The append itself happens
+under the session file's lock, after checking that nobody else wrote to the file while the
+summary was being written; if somebody did, `SessionChanged` is raised and nothing is appended.
+
+Example::
+
+    manager = SessionManager.open("s.jsonl")
+    outcome = await compact_session(manager, strategy="summary", completion=StreamCompletion(model),
+                                    settings=CompactionSettings())
+    print(outcome.tokens_before, "->", outcome.tokens_after)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from picontext.compaction.completion import Completion
+from picontext.compaction.mask import apply_masks, plan_masks
+from picontext.compaction.prepare import prepare_compaction
+from picontext.compaction.settings import CompactionSettings
+from picontext.compaction.summarize import SummaryResult, summarize_preparation
+from picontext.compaction.tokens import estimate_projected_context_tokens, should_compact
+from picontext.errors import ConfigError, NothingToCompact, SessionChanged
+from picontext.session.projection import field_of
+from picontext.session.store import JsonlSessionStore
+
+__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens"]
+
+Strategy = Literal["summary", "mask", "mask-then-summary"]
+STRATEGIES: tuple[str, ...] = ("summary", "mask", "mask-then-summary")
+
+
+@dataclass(slots=True)
+class CompactOutcome:
+    """What `compact_session` did: new entry ids, masks, the summary, tokens before and after."""
+
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    appended: list[str] = field(default_factory=list)
+    masked: int = 0
+    summary: SummaryResult | None = None
+    note: str | None = None
+
+
+def context_tokens(manager: Any) -> int:
+    """The context size of the manager's current branch (usage anchor when fresh, else estimate)."""
+    return int(estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())["tokens"])
+
+
+def _fingerprint(path: str | None) -> tuple[int, int, int] | None:
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@contextlib.contextmanager
+def _writes_under_held_lock(store: Any) -> Iterator[None]:
+    """Let `store` append while this process already holds the file's lock.
+
+    `JsonlSessionStore` takes the lock per append and its lock is not reentrant (a second flock
+    from the same process would wait for ourselves), so while we hold it the store writes through
+    a plain descriptor instead.
+    """
+    if not isinstance(store, JsonlSessionStore):
+        yield
+        return
+
+    @contextlib.contextmanager
+    def unlocked_fd(flags: int) -> Iterator[int]:
+        fd = os.open(store.path, flags, 0o600)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    store._locked_fd = unlocked_fd  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del store._locked_fd
+
+
+@contextlib.contextmanager
+def _append_guard(manager: Any, fingerprint: tuple[int, int, int] | None) -> Iterator[None]:
+    """Hold the file lock, refuse if the file changed since `fingerprint`, then let appends through."""
+    path = manager.get_session_file() if manager.is_persisted() else None
+    if not path or not os.path.exists(path):
+        yield
+        return
+    with JsonlSessionStore(path).lock():
+        if _fingerprint(path) != fingerprint:
+            raise SessionChanged(
+                f"{path} changed while the summary was being written (another process appended to it); "
+                "nothing was appended. Run the compaction again."
+            )
+        with _writes_under_held_lock(getattr(manager, "_store", None)):
+            yield
+
+
+def _nothing_reason(path: list[Any]) -> str:
+    if path and field_of(path[-1], "type") == "compaction":
+        return "Already compacted"
+    return "Nothing to compact (session too small)"
+
+
+async def _summarize(manager: Any, completion: Completion | None, settings: CompactionSettings,
+                     instructions: str | None, thinking_level: str | None, signal: Any, verify: bool,
+                     fingerprint: tuple[int, int, int] | None) -> tuple[SummaryResult, str]:
+    path = manager.get_branch()
+    prep = prepare_compaction(path, settings)
+    if prep is None:
+        raise NothingToCompact(_nothing_reason(path))
+    if completion is None:
+        raise ConfigError("the summary strategy needs a model (--model provider/id)")
+    result = await summarize_preparation(prep, completion, reserve_tokens=settings.reserve_tokens,
+                                         instructions=instructions, thinking_level=thinking_level,
+                                         signal=signal, verify=verify)
+    with _append_guard(manager, fingerprint):
+        entry_id = manager.append_compaction(result.summary, result.first_kept_entry_id, result.tokens_before,
+                                             result.details, usage=result.usage)
+    return result, entry_id
+
+
+async def compact_session(
+    manager: Any,
+    *,
+    strategy: str = "summary",
+    completion: Completion | None = None,
+    settings: CompactionSettings | None = None,
+    instructions: str | None = None,
+    leaf_id: str | None = None,
+    thinking_level: str | None = None,
+    signal: Any = None,
+    context_window: int | None = None,
+    verify: bool = True,
+) -> CompactOutcome:
+    """Compact the manager's current branch (or `leaf_id`'s) with `strategy`; see the module docstring.
+
+    Raises `NothingToCompact` when there is nothing to summarize or mask, `ConfigError` when
+    the summary strategy has no model, a `SummarizationFailed` subclass when the model's reply
+    is unusable and `SessionChanged` when another writer got in first. In every one of those
+    cases nothing was appended.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+    settings = settings or CompactionSettings()
+    if leaf_id is not None:
+        manager.branch(leaf_id)
+    fingerprint = _fingerprint(manager.get_session_file() if manager.is_persisted() else None)
+    before = context_tokens(manager)
+    outcome = CompactOutcome(strategy, before, before)
+
+    if strategy == "summary":
+        outcome.summary, entry_id = await _summarize(manager, completion, settings, instructions, thinking_level,
+                                                     signal, verify, fingerprint)
+        outcome.appended.append(entry_id)
+    else:
+        edits = plan_masks(manager.build_session_projection(), settings.keep_recent_tokens)
+        if edits:
+            with _append_guard(manager, fingerprint):
+                outcome.appended += apply_masks(manager, edits)
+            outcome.masked = len(edits)
+            fingerprint = _fingerprint(manager.get_session_file() if manager.is_persisted() else None)
+        if strategy == "mask" and not edits:
+            raise NothingToCompact("Nothing to mask: no tool result is older than the keep window")
+        if strategy == "mask-then-summary":
+            window = context_window or int(getattr(completion, "context_window", 0) or 0)
+            tokens = context_tokens(manager)
+            if window and should_compact(tokens, window, settings):
+                if completion is None:
+                    outcome.note = "still over the compaction threshold after masking; a summary needs --model"
+                else:
+                    outcome.summary, entry_id = await _summarize(manager, completion, settings, instructions,
+                                                                 thinking_level, signal, verify, fingerprint)
+                    outcome.appended.append(entry_id)
+            elif not edits:
+                raise NothingToCompact("Nothing to compact: no tool result to mask and the context is under the "
+                                       "threshold")
+    outcome.tokens_after = context_tokens(manager)
+    return outcome
