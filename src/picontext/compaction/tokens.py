@@ -1,0 +1,314 @@
+"""Token accounting: provider usage where it can be trusted, chars/4 estimates for the rest.
+
+    calculate_context_tokens          usage -> context size of that call      (Pi calculateContextTokens)
+    get_assistant_usage               the usage of a usable anchor, or None   (Pi getAssistantUsage)
+    get_last_assistant_usage          newest anchor among session entries     (Pi getLastAssistantUsage)
+    estimate_tokens                   one message, ceil(chars / 4)            (Pi estimateTokens)
+    estimate_context_tokens           anchor + trailing estimate              (Pi estimateContextTokens)
+    estimate_projected_context_tokens the same, distrusting stale anchors     (Pi estimateProjectedContextTokens)
+    estimate_messages_tokens          plain sum, no anchor                    (Pi estimateMessagesTokens)
+    should_compact                    the threshold test                      (Pi shouldCompact)
+
+"chars" are JavaScript string lengths (UTF-16 code units) and JSON text is JSON.stringify's
+(spec 02 §0, §2). Malformed messages (content that is not a string or a list, blocks without
+their text) count 0 where the reference throws or yields NaN; see docs/divergences.md.
+Everything here is pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any, Final, TypedDict
+
+import orjson
+
+from picontext.session.projection import field_of
+from picontext.session.system_prompt import get_current_system_message
+
+IMAGE_CHARS: Final = 4800  # an image counts as 4800 chars (1200 tokens), whatever its size
+_UNDEFINED_ARGS_CHARS: Final = len("undefined")  # a tool call without arguments (the harness's rule)
+_MAX_SAFE: Final = 2**53
+_ESCAPED = re.compile("[\x00-\x1f\"\\\\\ud800-\udfff]")
+_SHORT_ESCAPES: Final = frozenset("\b\f\n\r\t\"\\")
+
+
+class ContextUsageEstimate(TypedDict):
+    """What Pi's estimateContextTokens returns (camelCase keys, JSON-ready)."""
+
+    tokens: int
+    usageTokens: int
+    trailingTokens: int
+    lastUsageIndex: int | None
+
+
+# --- lengths ---------------------------------------------------------------------------------
+
+
+def js_length(text: str) -> int:
+    """JavaScript `text.length`: UTF-16 code units (a non-BMP character counts 2)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def js_number(value: int | float) -> str:
+    """`String(value)` for a JavaScript number (ints beyond 2^53 are doubles there)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if -_MAX_SAFE < value < _MAX_SAFE:
+            return str(value)
+        value = float(value)
+    if not math.isfinite(value):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    digits_tuple = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, digits_tuple.digits))
+    k = len(digits)
+    n = k + int(digits_tuple.exponent)  # value = 0.digits x 10^n
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    exponent = n - 1
+    mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{mantissa}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
+
+
+def _string_json_length(text: str) -> int:
+    length = js_length(text) + 2
+    if _ESCAPED.search(text) is None:
+        return length
+    for ch in _ESCAPED.findall(text):
+        length += 1 if ch in _SHORT_ESCAPES else 5  # \n vs \u0007 / \udXXX
+    return length
+
+
+def _slow_json_length(value: Any) -> int:
+    if value is None or value is True or value is False:
+        return 4 if value is not False else 5
+    if isinstance(value, str):
+        return _string_json_length(value)
+    if isinstance(value, int | float):
+        return len(js_number(value))
+    if isinstance(value, list | tuple):
+        return 2 + max(len(value) - 1, 0) + sum(_slow_json_length(v) for v in value)
+    if isinstance(value, dict):
+        # Key order changes JSON.stringify's output but not its length.
+        return 2 + max(len(value) - 1, 0) + sum(_string_json_length(str(k)) + 1 + _slow_json_length(v)
+                                               for k, v in value.items())
+    return 4  # not JSON: counted as null
+
+
+def _needs_slow_path(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, int):
+        return not -_MAX_SAFE < value < _MAX_SAFE and not isinstance(value, bool)
+    if isinstance(value, dict):
+        return any(_needs_slow_path(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_needs_slow_path(v) for v in value)
+    return False
+
+
+def json_length(value: Any) -> int:
+    """`JSON.stringify(value).length` for a JSON value."""
+    if not _needs_slow_path(value):
+        try:
+            return js_length(orjson.dumps(value).decode())
+        except (TypeError, orjson.JSONEncodeError):
+            pass  # lone surrogates, odd types
+    return _slow_json_length(value)
+
+
+# --- usage -----------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> float:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
+def calculate_context_tokens(usage: Any) -> int | float:
+    """`totalTokens` when non-zero, else input + output + cacheRead + cacheWrite (NaN if malformed)."""
+    if not isinstance(usage, dict):
+        return math.nan
+    total = usage.get("totalTokens")
+    if isinstance(total, int | float) and not isinstance(total, bool) and total and total == total:
+        return total
+    return (_num(usage.get("input")) + _num(usage.get("output")) + _num(usage.get("cacheRead"))
+            + _num(usage.get("cacheWrite")))
+
+
+def get_assistant_usage(message: Any) -> dict[str, Any] | None:
+    """The usage of an assistant message that can anchor the context size, or None.
+
+    Aborted and errored responses and all-zero usage are not anchors; every other stop reason is.
+    """
+    if field_of(message, "role") != "assistant":
+        return None
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    if message.get("stopReason") in ("aborted", "error"):
+        return None
+    return usage if calculate_context_tokens(usage) > 0 else None
+
+
+def get_last_assistant_usage(entries: Sequence[Any]) -> dict[str, Any] | None:
+    """Newest anchor usage among `message` entries (Pi getLastAssistantUsage)."""
+    for entry in reversed(entries):
+        if field_of(entry, "type") == "message":
+            usage = get_assistant_usage(entry.get("message"))
+            if usage is not None:
+                return usage
+    return None
+
+
+# --- estimates -------------------------------------------------------------------------------
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return js_length(content)
+    if not isinstance(content, list):
+        return 0
+    chars = 0
+    for block in content:
+        kind = field_of(block, "type")
+        if kind == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                chars += js_length(text)
+        elif kind == "image":
+            chars += IMAGE_CHARS
+    return chars
+
+
+def _assistant_chars(content: Any) -> int:
+    if not isinstance(content, list):
+        return 0  # a string is iterated char by char in the reference: no blocks, 0
+    chars = 0
+    for block in content:
+        kind = field_of(block, "type")
+        if kind == "text":
+            chars += _str_length(block.get("text"))
+        elif kind == "thinking":
+            chars += _str_length(block.get("thinking"))
+        elif kind == "toolCall":
+            chars += _str_length(block.get("name"))
+            chars += json_length(block["arguments"]) if "arguments" in block else _UNDEFINED_ARGS_CHARS
+    return chars
+
+
+def _str_length(value: Any) -> int:
+    return js_length(value) if isinstance(value, str) else 0
+
+
+def _system_chars(message: dict[str, Any]) -> int:
+    chars = _content_chars(message.get("content"))
+    sections = message.get("sections")
+    if isinstance(sections, dict):
+        chars += sum(js_length(v) for v in sections.values() if isinstance(v, str))
+    tools = message.get("toolsAdded")
+    if tools is not None:
+        chars += json_length(tools)
+    return chars
+
+
+def message_chars(message: Any) -> int:
+    """The character count behind `estimate_tokens` (spec 02 §2.3)."""
+    role = field_of(message, "role")
+    if role in ("user", "toolResult", "custom"):
+        return _content_chars(message.get("content"))
+    if role == "assistant":
+        return _assistant_chars(message.get("content"))
+    if role == "bashExecution":
+        return _str_length(message.get("command")) + _str_length(message.get("output"))
+    if role in ("branchSummary", "compactionSummary"):
+        return _str_length(message.get("summary"))
+    if role == "system":
+        return _system_chars(message)
+    return 0
+
+
+def estimate_tokens(message: Any) -> int:
+    """ceil(chars / 4) for one message (Pi estimateTokens)."""
+    return -(-message_chars(message) // 4)
+
+
+def estimate_messages_tokens(messages: Iterable[Any]) -> int:
+    """Sum of per-message estimates, no usage anchor (Pi estimateMessagesTokens)."""
+    return sum(estimate_tokens(m) for m in messages)
+
+
+def estimate_context_tokens(messages: Sequence[Any]) -> ContextUsageEstimate:
+    """Usage of the newest anchor plus estimates of everything after it (Pi estimateContextTokens)."""
+    for index in range(len(messages) - 1, -1, -1):
+        usage = get_assistant_usage(messages[index])
+        if usage is not None:
+            usage_tokens = calculate_context_tokens(usage)
+            trailing = estimate_messages_tokens(messages[index + 1 :])
+            return {"tokens": usage_tokens + trailing, "usageTokens": usage_tokens,
+                    "trailingTokens": trailing, "lastUsageIndex": index}
+    total = estimate_messages_tokens(messages)
+    return {"tokens": total, "usageTokens": 0, "trailingTokens": total, "lastUsageIndex": None}
+
+
+def _source_of_message(projection: Any, message_index: int) -> Any:
+    seen = 0
+    for item in projection.entries:
+        seen += len(item.messages)
+        if message_index < seen:
+            return item.source_entry
+    return None
+
+
+def estimate_projected_context_tokens(projection: Any, branch_entries: Sequence[Any]) -> ContextUsageEstimate:
+    """`estimate_context_tokens` over the projection, unless its anchor is stale.
+
+    An anchor is stale when a `context_edit` or `compaction` entry comes after its entry on the
+    branch: the usage then describes a context that no longer exists, and the result is a pure
+    estimate with every system message replayed into one (spec 02 §2.5).
+    """
+    estimate = estimate_context_tokens(projection.messages)
+    if estimate["lastUsageIndex"] is not None:
+        source = _source_of_message(projection, estimate["lastUsageIndex"])
+        anchor_at = -1
+        if source is not None:
+            for i, entry in enumerate(branch_entries):
+                if entry is source:
+                    anchor_at = i
+                    break
+            else:
+                anchor_id = field_of(source, "id")
+                anchor_at = next((i for i, e in enumerate(branch_entries) if field_of(e, "id") == anchor_id), -1)
+        newest_change = -1
+        for i in range(len(branch_entries) - 1, -1, -1):
+            if field_of(branch_entries[i], "type") in ("context_edit", "compaction"):
+                newest_change = i
+                break
+        if anchor_at > newest_change:
+            return estimate
+    return _pure_estimate(projection.messages)
+
+
+def _pure_estimate(messages: Sequence[Any]) -> ContextUsageEstimate:
+    system = get_current_system_message(messages)
+    tokens = estimate_tokens(system) if system is not None else 0
+    tokens += sum(estimate_tokens(m) for m in messages if field_of(m, "role") != "system")
+    return {"tokens": tokens, "usageTokens": 0, "trailingTokens": tokens, "lastUsageIndex": None}
+
+
+def should_compact(context_tokens: float, context_window: float, settings: Any) -> bool:
+    """Whether `context_tokens` leaves less than `reserve_tokens` of the window (Pi shouldCompact)."""
+    if not settings.enabled:
+        return False
+    return context_tokens > context_window - settings.reserve_tokens
