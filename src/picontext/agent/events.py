@@ -1,0 +1,251 @@
+"""Agent and session events (Pi `AgentEvent` in packages/agent/src/types.ts, session events in
+agent-session.ts), as JSON-shaped TypedDicts so JSON/RPC modes can write them out unchanged.
+
+Order of one low-level run (spec 03 §1.2, §10 S1)::
+
+    agent_start
+      turn_start
+        message_start/message_end            system declaration (only when it changed), prompts
+        message_start message_update* message_end     the assistant reply
+        (tool_execution_start tool_execution_update* tool_execution_end)*
+        (message_start message_end)*         tool results, in call order
+      turn_end
+      ... more turns ...
+    agent_end
+    agent_settled                            (session only: after the whole session run)
+
+The loop yields loop events only; the session adds `willRetry` to `agent_end`, emits
+`agent_settled`, and later the compaction and retry events declared here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+
+from picontext.ai.events import AssistantMessageEvent
+from picontext.ai.types import AgentMessage, AssistantMessage, ToolResultMessage
+
+__all__ = [
+    "AGENT_EVENT_TYPES",
+    "LOOP_EVENT_TYPES",
+    "SESSION_EVENT_TYPES",
+    "AgentEndEvent",
+    "AgentEvent",
+    "AgentSettledEvent",
+    "AgentStartEvent",
+    "AutoRetryEndEvent",
+    "AutoRetryStartEvent",
+    "CompactionEndEvent",
+    "CompactionReason",
+    "CompactionStartEvent",
+    "EntryAppendedEvent",
+    "ExtensionErrorEvent",
+    "MessageEndEvent",
+    "MessageStartEvent",
+    "MessageUpdateEvent",
+    "QueueUpdateEvent",
+    "ThinkingLevelChangedEvent",
+    "ToolExecutionEndEvent",
+    "ToolExecutionStartEvent",
+    "ToolExecutionUpdateEvent",
+    "TurnEndEvent",
+    "TurnStartEvent",
+    "to_json_event",
+]
+
+CompactionReason: TypeAlias = Literal["manual", "threshold", "overflow"]
+
+
+class AgentStartEvent(TypedDict):
+    type: Literal["agent_start"]
+
+
+class AgentEndEvent(TypedDict):
+    type: Literal["agent_end"]
+    messages: list[AgentMessage]
+    """Every message produced by this low-level run, in order."""
+    willRetry: NotRequired[bool]
+    """Set by the session: another low-level run follows (retry or recovery)."""
+
+
+class TurnStartEvent(TypedDict):
+    type: Literal["turn_start"]
+
+
+class TurnEndEvent(TypedDict):
+    type: Literal["turn_end"]
+    message: AssistantMessage
+    toolResults: list[ToolResultMessage]
+
+
+class MessageStartEvent(TypedDict):
+    type: Literal["message_start"]
+    message: AgentMessage
+
+
+class MessageUpdateEvent(TypedDict):
+    type: Literal["message_update"]
+    message: AssistantMessage
+    assistantMessageEvent: AssistantMessageEvent
+
+
+class MessageEndEvent(TypedDict):
+    type: Literal["message_end"]
+    message: AgentMessage
+
+
+class ToolExecutionStartEvent(TypedDict):
+    type: Literal["tool_execution_start"]
+    toolCallId: str
+    toolName: str
+    args: dict[str, Any]
+
+
+class ToolExecutionUpdateEvent(TypedDict):
+    type: Literal["tool_execution_update"]
+    toolCallId: str
+    toolName: str
+    args: dict[str, Any]
+    partialResult: dict[str, Any]
+
+
+class ToolExecutionEndEvent(TypedDict):
+    type: Literal["tool_execution_end"]
+    toolCallId: str
+    toolName: str
+    result: dict[str, Any]
+    """`{"content": [...], "details": ...}`, as the tool result message will carry it."""
+    isError: bool
+
+
+class ExtensionErrorEvent(TypedDict):
+    """A hook raised; the loop reported it and went on without that hook's change."""
+
+    type: Literal["extension_error"]
+    extensionPath: str
+    event: str
+    error: str
+
+
+# -- session events -------------------------------------------------------------------------------
+
+
+class AgentSettledEvent(TypedDict):
+    type: Literal["agent_settled"]
+
+
+class QueueUpdateEvent(TypedDict):
+    type: Literal["queue_update"]
+    steering: list[str]
+    followUp: list[str]
+
+
+class CompactionStartEvent(TypedDict):
+    type: Literal["compaction_start"]
+    reason: CompactionReason
+
+
+class CompactionEndEvent(TypedDict):
+    type: Literal["compaction_end"]
+    reason: CompactionReason
+    result: NotRequired[dict[str, Any]]
+    """CompactionResult (summary, firstKeptEntryId, tokensBefore, estimatedTokensAfter, ...); absent on failure."""
+    aborted: bool
+    willRetry: bool
+    errorMessage: NotRequired[str]
+    tokensBefore: NotRequired[int]
+    tokensAfter: NotRequired[int]
+
+
+class EntryAppendedEvent(TypedDict):
+    type: Literal["entry_appended"]
+    entry: dict[str, Any]
+
+
+class AutoRetryStartEvent(TypedDict):
+    type: Literal["auto_retry_start"]
+    attempt: int
+    maxAttempts: int
+    delayMs: int
+    errorMessage: str
+
+
+class AutoRetryEndEvent(TypedDict):
+    type: Literal["auto_retry_end"]
+    success: bool
+    attempt: int
+    finalError: NotRequired[str]
+
+
+class ThinkingLevelChangedEvent(TypedDict):
+    type: Literal["thinking_level_changed"]
+    level: str
+
+
+AgentEvent: TypeAlias = (
+    AgentStartEvent
+    | AgentEndEvent
+    | TurnStartEvent
+    | TurnEndEvent
+    | MessageStartEvent
+    | MessageUpdateEvent
+    | MessageEndEvent
+    | ToolExecutionStartEvent
+    | ToolExecutionUpdateEvent
+    | ToolExecutionEndEvent
+    | ExtensionErrorEvent
+    | AgentSettledEvent
+    | QueueUpdateEvent
+    | CompactionStartEvent
+    | CompactionEndEvent
+    | EntryAppendedEvent
+    | AutoRetryStartEvent
+    | AutoRetryEndEvent
+    | ThinkingLevelChangedEvent
+)
+
+LOOP_EVENT_TYPES: tuple[str, ...] = (
+    "agent_start",
+    "agent_end",
+    "turn_start",
+    "turn_end",
+    "message_start",
+    "message_update",
+    "message_end",
+    "tool_execution_start",
+    "tool_execution_update",
+    "tool_execution_end",
+)
+"""Wire strings of the loop's events, in the spec's order (snapshotted by tests)."""
+
+SESSION_EVENT_TYPES: tuple[str, ...] = (
+    "agent_settled",
+    "queue_update",
+    "compaction_start",
+    "compaction_end",
+    "entry_appended",
+    "auto_retry_start",
+    "auto_retry_end",
+    "thinking_level_changed",
+    "extension_error",
+)
+
+AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES
+
+
+def to_json_event(event: AgentEvent) -> dict[str, Any]:
+    """The event as JSON mode writes it (spec 03 §9): `message_update` loses the cumulative
+    snapshot and keeps `{type, assistantMessageEvent}` with the event's own `partial` dropped."""
+    if event["type"] != "message_update":
+        return dict(event)
+    inner = {k: v for k, v in event["assistantMessageEvent"].items() if k != "partial"}
+    if inner.get("type") == "toolcall_start":
+        partial = event["assistantMessageEvent"].get("partial") or {}
+        index = inner.get("contentIndex")
+        content = partial.get("content") or []
+        if isinstance(index, int) and 0 <= index < len(content):
+            block = content[index]
+            inner["id"] = block.get("id")
+            inner["toolName"] = block.get("name")
+    usage = event["message"].get("usage")
+    return {"type": "message_update", "usage": usage, "assistantMessageEvent": inner}

@@ -1,0 +1,170 @@
+"""Extension hooks: plain Python callables registered in code (Pi extensions/types.ts, runner.ts).
+
+    hooks = Hooks()
+    hooks.on("context", lambda messages: [m for m in messages if not is_noise(m)])
+    hooks.on("tool_call", lambda call: ToolCallDecision(block=True, reason="read-only mode")
+             if call.tool_name == "write" else None)
+    session = AgentSession(manager, model=model, hooks=hooks)
+
+Hooks may be sync or async. A hook that raises is reported (an `extension_error` event) and
+skipped; it never breaks the run. Entry-point plugins, if they come, are loaded by `cli/` only.
+
+Events and their contracts:
+
+* `context(messages) -> list | None`: before every provider request, gets a deep copy of the
+  request's messages without system messages; return a replacement list or edit in place.
+* `tool_call(call: ToolCallInfo) -> ToolCallDecision | None`: before a tool runs; may block it.
+* `tool_result(call: ToolCallInfo, result: AgentToolResult) -> AgentToolResult | None`: after a
+  tool ran; may replace the result.
+* `session_before_compact`, `session_compact`, `session_compact_failed`, `session_before_tree`:
+  declared for the compaction and tree-navigation layers (they dispatch them).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from picontext.agent.types import AgentToolResult
+from picontext.ai.types import AgentMessage
+
+__all__ = ["HOOK_EVENTS", "HookError", "HookEvent", "Hooks", "ToolCallDecision", "ToolCallInfo"]
+
+HookEvent: TypeAlias = Literal[
+    "context",
+    "tool_call",
+    "tool_result",
+    "session_before_compact",
+    "session_compact",
+    "session_compact_failed",
+    "session_before_tree",
+]
+HOOK_EVENTS: tuple[str, ...] = (
+    "context",
+    "tool_call",
+    "tool_result",
+    "session_before_compact",
+    "session_compact",
+    "session_compact_failed",
+    "session_before_tree",
+)
+
+
+@dataclass(slots=True)
+class ToolCallInfo:
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolCallDecision:
+    """Returned by a `tool_call` hook: `block=True` turns the call into an error result."""
+
+    block: bool = False
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class HookError:
+    """One hook failure: which hook (`path`), on which event, and the error text."""
+
+    path: str
+    event: str
+    error: str
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    return f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    value = fn(*args)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+@dataclass
+class Hooks:
+    """Registered callables per event, called in registration order.
+
+    Invariant: `_handlers` only has keys of `HOOK_EVENTS`.
+    """
+
+    _handlers: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
+
+    def on(self, event: HookEvent, handler: Callable[..., Any]) -> Callable[[], None]:
+        """Register `handler` for `event`; returns a function that unregisters it."""
+        if event not in HOOK_EVENTS:
+            raise ValueError(f"unknown hook event {event!r}; use one of {', '.join(HOOK_EVENTS)}")
+        handlers = self._handlers.setdefault(event, [])
+        handlers.append(handler)
+        return lambda: handlers.remove(handler) if handler in handlers else None
+
+    def handlers(self, event: HookEvent) -> list[Callable[..., Any]]:
+        return list(self._handlers.get(event, ()))
+
+    def has(self, event: HookEvent) -> bool:
+        return bool(self._handlers.get(event))
+
+    async def run_context(self, messages: list[AgentMessage]) -> tuple[list[AgentMessage], list[HookError]]:
+        """Apply every `context` hook to a deep copy of `messages` (system messages are not shown
+        to the hooks and stay at the head). Returns the messages and the failures."""
+        if not self.has("context"):
+            return messages, []
+        system = [m for m in messages if m.get("role") == "system"]
+        current: list[AgentMessage] = copy.deepcopy([m for m in messages if m.get("role") != "system"])
+        errors: list[HookError] = []
+        for fn in self.handlers("context"):
+            try:
+                result = await _call(fn, current)
+            except Exception as exc:
+                errors.append(HookError(_name(fn), "context", f"{type(exc).__name__}: {exc}"))
+                continue
+            if isinstance(result, list):
+                current = result
+        return [*system, *current], errors
+
+    async def run_tool_call(self, call: ToolCallInfo) -> tuple[ToolCallDecision | None, list[HookError]]:
+        """First blocking decision of the `tool_call` hooks, or None."""
+        errors: list[HookError] = []
+        for fn in self.handlers("tool_call"):
+            try:
+                decision = await _call(fn, call)
+            except Exception as exc:
+                errors.append(HookError(_name(fn), "tool_call", f"{type(exc).__name__}: {exc}"))
+                continue
+            if isinstance(decision, ToolCallDecision) and decision.block:
+                return decision, errors
+        return None, errors
+
+    async def run_tool_result(
+        self, call: ToolCallInfo, result: AgentToolResult
+    ) -> tuple[AgentToolResult, list[HookError]]:
+        errors: list[HookError] = []
+        for fn in self.handlers("tool_result"):
+            try:
+                replaced = await _call(fn, call, result)
+            except Exception as exc:
+                errors.append(HookError(_name(fn), "tool_result", f"{type(exc).__name__}: {exc}"))
+                continue
+            if isinstance(replaced, AgentToolResult):
+                result = replaced
+        return result, errors
+
+    async def emit(self, event: HookEvent, *args: Any) -> tuple[list[Any], list[HookError]]:
+        """Call every handler of `event` with `args`; their results and failures (for the
+        compaction/tree layers, which interpret the results)."""
+        results: list[Any] = []
+        errors: list[HookError] = []
+        for fn in self.handlers(event):
+            try:
+                results.append(await _call(fn, *args))
+            except Exception as exc:
+                errors.append(HookError(_name(fn), event, f"{type(exc).__name__}: {exc}"))
+        return results, errors
