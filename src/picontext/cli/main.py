@@ -19,7 +19,9 @@ class CliError(Exception):
 
 
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
-COMMAND_MODULES = ("inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds")
+COMMAND_MODULES = (
+    "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
