@@ -1,0 +1,69 @@
+"""`picontext tokens FILE [--leaf ID] [--json]`: how big the context of a branch is.
+
+`--json` prints `{"estimate": <Pi estimateContextTokens of the context messages>, "perMessage":
+[<Pi estimateTokens of each context message>]}`: the reference's numbers, key for key. The text
+output adds the staleness-aware estimate (Pi estimateProjectedContextTokens), which is what
+compaction decisions use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rich.text import Text
+
+from picontext import _json
+from picontext.cli import render
+from picontext.cli.loading import load_session
+from picontext.compaction.tokens import (
+    estimate_context_tokens,
+    estimate_projected_context_tokens,
+    estimate_tokens,
+)
+from picontext.session.projection import build_session_path, build_session_projection, field_of
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("tokens", help="context size of a branch: usage anchor plus chars/4 estimates (Pi's rules)")
+    p.add_argument("file")
+    p.add_argument("--leaf", help="entry id to measure the branch of (default: the file's last entry)")
+    p.add_argument("--json", action="store_true", help='print {"estimate": ..., "perMessage": [...]} as JSON')
+    p.set_defaults(handler=cmd_tokens)
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    session = load_session(args.file)
+    leaf = session.resolve_leaf(args.leaf)
+    projection = build_session_projection(session.entries, leaf, session.by_id)
+    per_message = [estimate_tokens(m) for m in projection.messages]
+    estimate = estimate_context_tokens(projection.messages)
+    if args.json:
+        sys.stdout.buffer.write(_json.dumps({"estimate": estimate, "perMessage": per_message}) + b"\n")
+        sys.stdout.flush()
+        return 0
+    path = build_session_path(session.entries, leaf, session.by_id)
+    projected = estimate_projected_context_tokens(projection, path)
+    out = render.console()
+    anchor = estimate["lastUsageIndex"]
+    if anchor is None:
+        how = "no usable assistant usage: pure chars/4 estimate"
+    else:
+        how = f"usage {estimate['usageTokens']} at message {anchor} + {estimate['trailingTokens']} estimated after it"
+    out.print(Text(f"{estimate['tokens']} tokens · {len(projection.messages)} messages · {how}", style="bold"))
+    if projected["tokens"] != estimate["tokens"] or projected["lastUsageIndex"] != anchor:
+        out.print(f"staleness-aware: {projected['tokens']} tokens (the usage predates a context edit or compaction)")
+    index = 0
+    for item in projection.entries:
+        for message in item.messages:
+            role = message.get("role", "?") if isinstance(message, dict) else "?"
+            line = Text(f"{index:>4} {per_message[index]:>7}  ")
+            line.append_text(render.role_text(str(role)))
+            line.append(f" {field_of(item.source_entry, 'id')} ", style="dim")
+            line.append(render.message_summary(message, 70))
+            if index == anchor:
+                line.append("  ← usage anchor", style="bold")
+            out.print(line)
+            index += 1
+    return 0
