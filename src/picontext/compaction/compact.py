@@ -37,12 +37,13 @@ from picontext.compaction.mask import apply_masks, plan_masks
 from picontext.compaction.prepare import prepare_compaction
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.summarize import SummaryResult, summarize_preparation
-from picontext.compaction.tokens import estimate_projected_context_tokens, should_compact
+from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
 from picontext.errors import ConfigError, NothingToCompact, SessionChanged
 from picontext.session.projection import field_of
 from picontext.session.store import JsonlSessionStore
+from picontext.session.system_prompt import get_current_system_message
 
-__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens"]
+__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens"]
 
 Strategy = Literal["summary", "mask", "mask-then-summary"]
 STRATEGIES: tuple[str, ...] = ("summary", "mask", "mask-then-summary")
@@ -50,7 +51,8 @@ STRATEGIES: tuple[str, ...] = ("summary", "mask", "mask-then-summary")
 
 @dataclass(slots=True)
 class CompactOutcome:
-    """What `compact_session` did: new entry ids, masks, the summary, tokens before and after."""
+    """What `compact_session` did: new entry ids, masks, the summary, and the chars/4 estimate of
+    the context before and after (see `estimated_tokens`)."""
 
     strategy: str
     tokens_before: int
@@ -62,8 +64,24 @@ class CompactOutcome:
 
 
 def context_tokens(manager: Any) -> int:
-    """The context size of the manager's current branch (usage anchor when fresh, else estimate)."""
+    """The context size of the manager's current branch (usage anchor when fresh, else estimate).
+
+    This is what the trigger (`should_compact`) and Pi's `tokensBefore` use.
+    """
     return int(estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())["tokens"])
+
+
+def estimated_tokens(manager: Any) -> int:
+    """chars/4 estimate of the branch's context (system messages replayed into one).
+
+    Used for the before/after numbers of `CompactOutcome`: a usage anchor goes stale with the
+    first appended edit or compaction, so comparing an anchored "before" with an estimated
+    "after" would mix two measures.
+    """
+    messages = manager.build_session_projection().messages
+    system = get_current_system_message(messages)
+    tokens = estimate_tokens(system) if system is not None else 0
+    return tokens + sum(estimate_tokens(m) for m in messages if field_of(m, "role") != "system")
 
 
 def _fingerprint(path: str | None) -> tuple[int, int, int] | None:
@@ -170,7 +188,7 @@ async def compact_session(
     if leaf_id is not None:
         manager.branch(leaf_id)
     fingerprint = _fingerprint(manager.get_session_file() if manager.is_persisted() else None)
-    before = context_tokens(manager)
+    before = estimated_tokens(manager)
     outcome = CompactOutcome(strategy, before, before)
 
     if strategy == "summary":
@@ -199,5 +217,5 @@ async def compact_session(
             elif not edits:
                 raise NothingToCompact("Nothing to compact: no tool result to mask and the context is under the "
                                        "threshold")
-    outcome.tokens_after = context_tokens(manager)
+    outcome.tokens_after = estimated_tokens(manager)
     return outcome

@@ -1,0 +1,137 @@
+"""`picontext compact FILE`: summarize or mask the old part of a session, appending to the file.
+
+    picontext compact FILE --dry-run --json          what a compaction would do (nothing written)
+    picontext compact FILE --strategy mask           mask old tool results, no model needed
+    picontext compact FILE --model anthropic/claude-sonnet-4-5 [--instructions TEXT]
+
+The library does the work (`picontext.compaction.compact.compact_session`); this module parses,
+resolves model and settings, and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from picontext import _json
+from picontext.cli.loading import load_session
+from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
+from picontext.compaction.mask import plan_masks
+from picontext.compaction.prepare import preparation_report, prepare_compaction
+from picontext.compaction.settings import CompactionSettings, load_settings
+from picontext.errors import ConfigError
+from picontext.session.manager import SessionManager
+from picontext.session.projection import build_session_path, build_session_projection
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)")
+    p.add_argument("file")
+    p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
+    p.add_argument("--model", help="summarizing model as provider/id (needed by the summary strategies)")
+    p.add_argument("--instructions", help="extra focus for the summary")
+    p.add_argument("--strategy", choices=STRATEGIES, default="summary",
+                   help="summary (Pi's behaviour, default), mask (no model), or mask-then-summary")
+    p.add_argument("--dry-run", action="store_true", help="show what would happen; write nothing")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--keep-recent-tokens", type=int, metavar="N", help="override keepRecentTokens")
+    p.add_argument("--reserve-tokens", type=int, metavar="N", help="override reserveTokens")
+    p.set_defaults(handler=cmd_compact)
+
+
+def _settings(args: argparse.Namespace, cwd: str, model_ref: str | None) -> CompactionSettings:
+    overrides: dict[str, Any] = {}
+    if args.keep_recent_tokens is not None:
+        overrides["keepRecentTokens"] = args.keep_recent_tokens
+    if args.reserve_tokens is not None:
+        overrides["reserveTokens"] = args.reserve_tokens
+    settings = load_settings(cwd)
+    if overrides:
+        settings = settings.with_overrides({"compaction": overrides}, "command line")
+    return settings.compaction(model_ref)
+
+
+def _write_json(value: Any) -> None:
+    sys.stdout.buffer.write(_json.dumps(value) + b"\n")
+    sys.stdout.flush()
+
+
+def _completion(model_ref: str | None) -> Any:
+    """A `StreamCompletion` for `--model`, with its key checked now (one line, exit 2 when missing)."""
+    if model_ref is None:
+        return None
+    from picontext.ai.auth import require_api_key
+    from picontext.ai.models import default_catalog
+    from picontext.compaction.completion import StreamCompletion
+
+    model = default_catalog().get(model_ref)
+    return StreamCompletion(model, api_key=require_api_key(model["provider"], model=model))
+
+
+def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
+    session = load_session(args.file)
+    leaf = session.resolve_leaf(args.leaf)
+    settings = settings_for(session.header.get("cwd"))
+    if args.strategy == "mask":
+        projection = build_session_projection(session.entries, leaf, session.by_id)
+        masks = [{"targetId": m.target_id, "originalChars": m.original_chars, "tokensSaved": m.tokens_saved,
+                  "placeholder": m.placeholder} for m in plan_masks(projection, settings.keep_recent_tokens)]
+        if args.json:
+            _write_json(masks)
+        else:
+            print(f"would mask {len(masks)} tool results, saving about {sum(m['tokensSaved'] for m in masks)} tokens")
+        return 0
+    report = preparation_report(prepare_compaction(build_session_path(session.entries, leaf, session.by_id),
+                                                   settings))
+    if args.json:
+        _write_json(report)
+    elif report is None:
+        print("nothing to compact")
+    else:
+        split = " (split turn)" if report["isSplitTurn"] else ""
+        print(f"would summarize {report['messagesToSummarize']} messages + {report['turnPrefixMessages']} turn-prefix "
+              f"messages{split}; keep from {report['firstKeptEntryId']}; {report['tokensBefore']} tokens before")
+    return 0
+
+
+def _report(args: argparse.Namespace, outcome: CompactOutcome) -> None:
+    if args.json:
+        _write_json({"strategy": outcome.strategy, "tokensBefore": outcome.tokens_before,
+                     "tokensAfter": outcome.tokens_after, "appended": outcome.appended, "masked": outcome.masked,
+                     "summarized": outcome.summary is not None, "note": outcome.note})
+        return
+    done = []
+    if outcome.masked:
+        done.append(f"masked {outcome.masked} tool results")
+    if outcome.summary is not None:
+        done.append(f"summarized up to {outcome.summary.first_kept_entry_id}")
+    print(f"{args.file}: {', '.join(done)}; tokens {outcome.tokens_before} -> {outcome.tokens_after}")
+    if outcome.note:
+        print(f"note: {outcome.note}", file=sys.stderr)
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    model_ref = args.model
+
+    def settings_for(cwd: Any) -> CompactionSettings:
+        return _settings(args, cwd if isinstance(cwd, str) and os.path.isdir(cwd) else os.getcwd(), model_ref)
+
+    if args.dry_run:
+        return _dry_run(args, settings_for)
+    if args.strategy != "mask" and model_ref is None:
+        raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
+    completion = _completion(model_ref)
+    load_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
+    manager = SessionManager.open(args.file)
+    if args.leaf is not None and manager.get_entry(args.leaf) is None:
+        raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")
+    settings = settings_for(manager.get_cwd())
+    thinking = manager.build_session_projection().thinking_level
+    outcome = asyncio.run(compact_session(manager, strategy=args.strategy, completion=completion, settings=settings,
+                                          instructions=args.instructions, leaf_id=args.leaf,
+                                          thinking_level=thinking if isinstance(thinking, str) else None))
+    _report(args, outcome)
+    return 0

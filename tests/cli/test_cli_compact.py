@@ -1,0 +1,112 @@
+"""`python -m picontext compact` and `eval compaction` as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from picontext.session.manager import SessionManager
+from picontext.testing import ScriptedModelServer, text
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sessions" / "refactor-session.jsonl"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        full.pop(key, None)
+    return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, env=full,
+                          timeout=120)
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(EXAMPLE, copy)
+    return copy
+
+
+def test_dry_run_json_report(example: Path) -> None:
+    before = example.read_bytes()
+    out = run("compact", str(example), "--dry-run", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout) is None  # everything fits the default 20000 window
+    out = run("compact", str(example), "--dry-run", "--json", "--keep-recent-tokens", "2000")
+    report = json.loads(out.stdout)
+    assert set(report) == {"firstKeptEntryId", "tokensBefore", "isSplitTurn", "messagesToSummarize",
+                           "turnPrefixMessages", "previousSummary", "readFiles", "modifiedFiles"}
+    assert report["previousSummary"].startswith("## Goal")
+    assert example.read_bytes() == before
+
+
+def test_mask_needs_no_model_or_network(example: Path) -> None:
+    before = example.read_bytes()
+    out = run("compact", str(example), "--strategy", "mask", "--keep-recent-tokens", "2000", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["masked"] == len(result["appended"]) > 0 and result["tokensAfter"] < result["tokensBefore"]
+    after = example.read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == before.count(b"\n") + result["masked"]
+    manager = SessionManager.open(str(example))
+    assert all(manager.get_entry(i)["type"] == "context_edit" for i in result["appended"])
+    out = run("compact", str(example), "--strategy", "mask", "--keep-recent-tokens", "2000")
+    assert out.returncode == 2 and "Nothing to mask" in out.stderr
+
+
+def test_missing_model_or_key_is_one_line(example: Path) -> None:
+    for args, needle in [((), "needs a model"), (("--model", "anthropic/claude-sonnet-4-5"), "No API key"),
+                         (("--model", "nope/x"), "Unknown provider")]:
+        out = run("compact", str(example), *args)
+        assert out.returncode == 2 and needle in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    out = run("compact", str(example), "--strategy", "mask", "--keep-recent-tokens", "-5")
+    assert out.returncode == 2 and "keepRecentTokens" in out.stderr
+
+
+def test_summary_over_http_appends_and_prints_tokens(example: Path) -> None:
+    home = Path(os.environ["PICONTEXT_DIR"])
+    before = example.read_bytes()
+    with ScriptedModelServer() as server:
+        server.expect(text("## Goal\nFinish the refactor."), text("## Original Request\nmypy"))
+        (home / "models.json").write_text(json.dumps({"providers": {"scripted": {
+            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "test-key",
+            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        out = run("compact", str(example), "--model", "scripted/m1", "--keep-recent-tokens", "2000",
+                  "--instructions", "focus on tax rounding")
+        server.assert_complete()
+        bodies = [r.body for r in server.requests]
+    assert out.returncode == 0, out.stderr
+    assert "tokens" in out.stdout and "->" in out.stdout
+    assert any("focus on tax rounding" in json.dumps(b) for b in bodies)
+    after = example.read_bytes()
+    assert after.startswith(before)
+    last = json.loads(after.splitlines()[-1])
+    # the two requests run concurrently, so either may get either scripted reply
+    assert last["type"] == "compaction" and "Finish the refactor." in last["summary"]
+    assert "## Original Request\nmypy" in last["summary"] and "**Turn Context (split turn):**" in last["summary"]
+
+
+def test_failed_summary_leaves_file_untouched(example: Path) -> None:
+    home = Path(os.environ["PICONTEXT_DIR"])
+    before = example.read_bytes()
+    with ScriptedModelServer() as server:
+        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"))  # Anthropic's "length"
+        (home / "models.json").write_text(json.dumps({"providers": {"scripted": {
+            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
+            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        out = run("compact", str(example), "--model", "scripted/m1", "--keep-recent-tokens", "2000")
+    assert out.returncode == 2 and "token cap" in out.stderr
+    assert example.read_bytes() == before
+
+
+def test_eval_compaction() -> None:
+    out = run("eval", "compaction", "--json", "--rounds", "10", "--sessions", "2")
+    assert out.returncode == 0, out.stderr
+    scores = {s["strategy"]: s for s in json.loads(out.stdout)}
+    assert scores["summary"]["survived"] == scores["summary"]["total"] == 10  # the ledger keeps every fact
+    assert scores["summary-no-ledger"]["survived"] < scores["summary"]["survived"]
+    assert scores["summary"]["compactions"] >= 10
