@@ -324,7 +324,10 @@ class _Run:
 
     async def prepared_request(self) -> tuple[RequestContext, list[HookError]]:
         req = RequestContext(
-            list(self.context.messages), list(self.context.tools), self.model, self.thinking,
+            list(self.context.messages),
+            list(self.context.tools),
+            self.model,
+            self.thinking,
             self.context.system_prompt,
         )
         if self.config.prepare_request is not None:
@@ -421,8 +424,7 @@ class _Run:
                     continue
                 prepared, errors = await self.prepare(call, truncated)
                 for err in errors:
-                    yield {"type": "extension_error", "extensionPath": err.path, "event": err.event,
-                           "error": err.error}
+                    yield {"type": "extension_error", "extensionPath": err.path, "event": err.event, "error": err.error}
                 if prepared.error is not None:
                     outcomes[index] = AgentToolResult.text(prepared.error, is_error=True)
                     yield _tool_end(call, outcomes[index])
@@ -448,7 +450,10 @@ class _Run:
                 yield event
 
     async def execute(
-        self, index: int, prepared: _Prepared, queue: asyncio.Queue[AgentEvent | None],
+        self,
+        index: int,
+        prepared: _Prepared,
+        queue: asyncio.Queue[AgentEvent | None],
         outcomes: dict[int, AgentToolResult],
     ) -> None:
         call, tool = prepared.call, prepared.tool
@@ -463,8 +468,9 @@ class _Run:
         info = ToolCallInfo(call["id"], tool.name, prepared.args)
         outcome, errors = await self.config.hooks.run_tool_result(info, outcome)
         for err in errors:
-            queue.put_nowait({"type": "extension_error", "extensionPath": err.path, "event": err.event,
-                              "error": err.error})
+            queue.put_nowait(
+                {"type": "extension_error", "extensionPath": err.path, "event": err.event, "error": err.error}
+            )
         outcomes[index] = outcome
         queue.put_nowait(_tool_end(call, outcome))
 
