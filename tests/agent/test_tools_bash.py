@@ -1,3 +1,4 @@
+# ruff: noqa: ASYNC240  (tests read the files the tool wrote)
 from __future__ import annotations
 
 import asyncio
@@ -60,13 +61,14 @@ async def test_huge_output_spills_to_file_and_keeps_tail(tmp_path: Path) -> None
 
 async def test_abort_kills_the_command(tmp_path: Path) -> None:
     signal = AbortSignal()
-    updates: list[AgentToolResult] = []
+    started = asyncio.Event()
+
+    def on_update(_partial: AgentToolResult) -> None:
+        started.set()
+
     tool = BashTool(str(tmp_path))
-    task = asyncio.ensure_future(
-        tool.execute("c", {"command": "echo ready; sleep 30"}, signal, updates.append)
-    )
-    while not updates:
-        await asyncio.sleep(0.01)
+    task = asyncio.ensure_future(tool.execute("c", {"command": "echo ready; sleep 30"}, signal, on_update))
+    await started.wait()
     signal.abort()
     try:
         await asyncio.wait_for(task, 5)
