@@ -13,14 +13,16 @@ Where the reference throws on malformed data (content that is not a list, a text
 text; see docs/divergences.md "Compaction planning"), the case is counted as `reference-error`
 and picontext must simply not crash. Everything else must be equal.
 
-Knobs: PICONTEXT_DIFF_COMPACTION_SEEDS (default 1200), PICONTEXT_DIFF_SEED0 (default 0).
+Knobs: PICONTEXT_DIFF_COMPACTION_SEEDS (default 800), PICONTEXT_DIFF_SEED0 (default 0).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -44,7 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 REAL_SESSIONS = sorted((REPO / "tests" / "fixtures" / "sessions" / "v1").glob("*.jsonl"))
 EXAMPLE = REPO / "examples" / "sessions" / "refactor-session.jsonl"
 
-SEEDS = int(os.environ.get("PICONTEXT_DIFF_COMPACTION_SEEDS", "1200"))
+SEEDS = int(os.environ.get("PICONTEXT_DIFF_COMPACTION_SEEDS", "800"))
 SEED0 = int(os.environ.get("PICONTEXT_DIFF_SEED0", "0"))
 GEN_KEEPS = [0, 1, 5, 20, 60, 150, 400, 20000]
 REAL_KEEPS = [0, 100, 1000, 5000, 20000, 60000]
@@ -187,3 +189,23 @@ def test_zz_summary() -> None:
     for key in sorted(STATS):
         print(f"  {key}: {STATS[key]}")
     assert not any("MISMATCH" in k for k in STATS)
+
+
+@pytest.mark.parametrize("seed", [SEED0 + i for i in range(0, 60, 6)], ids=lambda s: f"seed{s}")
+def test_cli_tokens_json_matches_reference(seed: int, pi: Any, gen_dir: Path) -> None:
+    """`picontext tokens FILE --json` prints the reference's estimateContextTokens and estimateTokens."""
+    g = sessiongen.generate(seed)
+    path = g.write(gen_dir)
+    ref = pi.op("compaction_ops.tokensOfFile", str(path), [UNDEFINED])
+    proc = subprocess.run([sys.executable, "-m", "picontext", "tokens", str(path), "--json"], capture_output=True,
+                          text=True, encoding="utf-8", timeout=60)
+    if ref.get("invalid"):
+        assert proc.returncode == 2
+        return
+    result = ref["results"][0]
+    if "projectionError" in result or "error" in result["estimate"] or any("error" in r for r in result["perMessage"]):
+        return
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert _same(result["estimate"]["ok"], got["estimate"])
+    assert _same([r["ok"] for r in result["perMessage"]], got["perMessage"])
