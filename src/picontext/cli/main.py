@@ -20,7 +20,8 @@ class CliError(Exception):
 
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
-    "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds"
+    "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
+    "agent_cmds",
 )
 
 
