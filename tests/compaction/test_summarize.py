@@ -194,3 +194,44 @@ async def test_tool_result_errors_reach_the_ledger() -> None:
     assert "<verified-facts>" in result.summary
     assert "> run the tests" in result.summary and "- AssertionError: 1 != 2" in result.summary
     assert result.details["verifiedFacts"]["lastUserRequest"] == "run the tests"
+
+
+class _FakeStream:
+    def __init__(self, message: dict) -> None:
+        self._message = message
+
+    async def result(self) -> dict:
+        return self._message
+
+
+async def test_stream_completion_retries_transient_errors_only() -> None:
+    from picontext.ai.retry import RetryPolicy
+    from picontext.compaction.completion import CompletionOptions, StreamCompletion
+
+    model = {"id": "m", "provider": "p", "api": "anthropic-messages", "contextWindow": 1000, "maxTokens": 100,
+             "reasoning": False}
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    for replies, policy, calls, stop in [
+        (["terminated", "terminated", None], RetryPolicy(max_retries=3, base_delay_ms=0), 3, "stop"),
+        (["insufficient_quota"], RetryPolicy(max_retries=3), 1, "error"),
+        (["terminated", None], RetryPolicy(enabled=False), 1, "error"),
+        (["terminated"] * 3, RetryPolicy(max_retries=2, base_delay_ms=0), 3, "error"),
+    ]:
+        seen: list[tuple] = []
+
+        def fake(model, context, options, replies=replies, seen=seen):
+            seen.append((context, options))
+            error = replies[len(seen) - 1]
+            return _FakeStream(assistant_reply("S") if error is None else
+                               assistant_reply("", stop_reason="error", error=error))
+
+        completion = StreamCompletion(model, api_key="k", retry=policy, stream_fn=fake, sleep=no_sleep)
+        reply = await completion("sys", [{"role": "user", "content": "x"}], 80, CompletionOptions())
+        assert len(seen) == calls and reply["stopReason"] == stop
+        context, options = seen[0]
+        assert options.cache_retention == "none" and options.max_tokens == 80 and options.session_id
+        assert context["systemPrompt"] == "sys" and context["tools"] == []
+    assert len({o.session_id for _, o in seen}) == 1  # one id per summary request, kept across its retries
