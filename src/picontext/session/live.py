@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, Protocol
 
+from msgspec import UNSET
+
 from picontext.session.projection import (
     ContextSettings,
     Entry,
@@ -34,8 +36,8 @@ class EntryView(Protocol):
     """Read access to a session's entries by position, without parsing more than asked for."""
 
     def entry(self, index: int) -> Entry: ...
-    def type_of(self, index: int) -> Any: ...
-    def id_of(self, index: int) -> Any: ...
+    def types_of(self, positions: list[int]) -> list[Any]: ...
+    def ids_of(self, positions: list[int]) -> list[Any]: ...
     def role_of(self, index: int) -> Any: ...
 
 
@@ -62,14 +64,18 @@ class LiveProjection:
         """Project the root-first `path` (positions of entries in `view`)."""
         self._view = view
         self._path = path
-        self._first_pos = {}
-        for pos, index in enumerate(path):
-            key = view.id_of(index)
-            if hashable(key):
-                self._first_pos.setdefault(key, pos)
-        self._settings = self._settings_of(view, path)
-        last_compaction = next((pos for pos in range(len(path) - 1, -1, -1)
-                                if view.type_of(path[pos]) == "compaction"), None)
+        ids = [None if key is UNSET else key for key in view.ids_of(path)]  # absent ids compare like null
+        try:
+            # Reversed, so that the first occurrence of a duplicated id wins.
+            self._first_pos = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))
+        except TypeError:  # an unhashable id somewhere
+            self._first_pos = {}
+            for pos, key in enumerate(ids):
+                if hashable(key):
+                    self._first_pos.setdefault(key, pos)
+        types = view.types_of(path)
+        self._settings = self._settings_of(view, path, types)
+        last_compaction = next((pos for pos in range(len(path) - 1, -1, -1) if types[pos] == "compaction"), None)
         if last_compaction is None:
             self._set_context([view.entry(i) for i in path])
         else:
@@ -77,18 +83,20 @@ class LiveProjection:
         self.valid = True
 
     @staticmethod
-    def _settings_of(view: EntryView, path: list[int]) -> ContextSettings:
+    def _settings_of(view: EntryView, path: list[int], types: list[Any]) -> ContextSettings:
         # Last writer wins, so the last entry of each kind decides; parse only those two.
         settings = ContextSettings()
         need_thinking = need_model = True
-        for index in reversed(path):
-            kind = view.type_of(index)
+        for pos in range(len(path) - 1, -1, -1):
+            kind = types[pos]
             if need_thinking and kind == "thinking_level_change":
-                settings.update(view.entry(index))
+                settings.update(view.entry(path[pos]))
                 need_thinking = False
-            elif need_model and (kind == "model_change" or (kind == "message" and view.role_of(index) == "assistant")):
+            elif need_model and (
+                kind == "model_change" or (kind == "message" and view.role_of(path[pos]) == "assistant")
+            ):
                 model_only = ContextSettings()
-                model_only.update(view.entry(index))
+                model_only.update(view.entry(path[pos]))
                 settings.model = model_only.model
                 need_model = False
             if not (need_thinking or need_model):
@@ -105,8 +113,9 @@ class LiveProjection:
         start = self._first_pos.get(first_kept) if hashable(first_kept) else None
         result = [compaction]
         if start is not None and start < at:
-            for index in self._path[start:at]:
-                if not (view.type_of(index) == "message" and view.role_of(index) == "system"):
+            kept = self._path[start:at]
+            for index, kind in zip(kept, view.types_of(kept), strict=True):
+                if not (kind == "message" and view.role_of(index) == "system"):
                     result.append(view.entry(index))
         result.extend(view.entry(index) for index in self._path[at + 1 :])
         return result

@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import UNSET
 
 from picontext._clock import Clock, IdFactory, RandomIds, SystemClock, iso_from_ms, js_date_ms
 from picontext.errors import (
@@ -111,11 +113,12 @@ class SessionManager:
         self._file_entries: list[Any] = []
         self._entries: list[Any] = []  # parsed entries, or RawLine until first needed
         self._by_id: dict[Hashable, int] = {}  # id -> position in _entries (later duplicates win)
-        self._children: dict[Hashable, list[int]] = {}
+        self._children: dict[Hashable, list[int]] | None = None  # built on first use
+        self._parent_pos: list[int | None] | None = None  # built on first use
         self._labels: dict[Hashable, str] = {}
         self._label_ts: dict[Hashable, Any] = {}
         self._leaf: LeafArg = None
-        self._has_assistant = False
+        self._has_assistant: bool | None = None  # computed on first use
         self._name_entry: int | None = None
         self._flushed = False
         self._pending_upgrade: float | None = None  # legacy version awaiting an atomic upgrade
@@ -268,50 +271,37 @@ class SessionManager:
         self._set_file_entries(entries)
 
     def _set_file_entries(self, file_entries: list[Any]) -> None:
+        """Adopt a file's entries and build the index in bulk (comprehensions, not per-entry calls)."""
         self._file_entries = file_entries
         self._header = next((e for e in file_entries if field_of(e, "type") == "session"), {})
-        self._entries = []
-        self._by_id = {}
-        self._children = {}
+        entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
+        self._entries = entries
+        self._children = None
+        self._parent_pos = None
         self._labels = {}
         self._label_ts = {}
-        self._has_assistant = False
+        self._has_assistant = None
         self._name_entry = None
+        ids = self.ids_of(range(len(entries)))
+        try:
+            by_id = dict(zip(ids, range(len(entries)), strict=True))
+        except TypeError:  # an unhashable id somewhere: skip those
+            by_id = {k: i for i, k in enumerate(ids) if hashable(k)}
+        by_id.pop(UNSET, None)
+        self._by_id = by_id
         self._leaf = None
-        for entry in file_entries:
-            if field_of(entry, "type") != "session":
-                self._index(entry)
+        if entries:
+            last = entries[-1]
+            last_id = last.id if type(last) is RawLine else (last.get("id", UNSET) if type(last) is dict else UNSET)
+            self._leaf = LAST if last_id is UNSET else last_id
+        for position in [i for i, e in enumerate(entries)
+                         if type(e) is dict and e.get("type") in ("label", "session_info")]:
+            self._index_metadata(position, entries[position])
         self._live.invalidate()
 
-    def _index(self, entry: Any) -> None:
-        position = len(self._entries)
-        self._entries.append(entry)
-        if type(entry) is RawLine:
-            key, parent = entry.id, entry.parent_id
-            has_id = entry.has_id()
-            if not has_id:
-                key = None
-            kind = entry.type
-        elif type(entry) is dict:
-            key, parent, has_id, kind = entry.get("id"), entry.get("parentId"), "id" in entry, entry.get("type")
-        else:
-            # Pi: a trailing value without an id leaves the leaf undefined.
-            self._leaf = LAST
-            self._children.setdefault(None, []).append(position)
-            return
-        if has_id and hashable(key):
-            self._by_id[key] = position
-        parent = _key(parent)
-        children = self._children.get(parent)
-        if children is None:
-            self._children[parent] = [position]
-        else:
-            children.append(position)
-        self._leaf = key if has_id else LAST  # the leaf after loading is the last entry, whatever it is
-        if kind == "message":
-            if self.role_of(position) == "assistant":
-                self._has_assistant = True
-        elif kind == "label":
+    def _index_metadata(self, position: int, entry: dict[str, Any]) -> None:
+        kind = entry.get("type")
+        if kind == "label":
             target = _key(entry.get("targetId"))
             if entry.get("label"):
                 self._labels[target] = entry["label"]
@@ -322,6 +312,41 @@ class SessionManager:
         elif kind == "session_info":
             self._name_entry = position
 
+    def _children_index(self) -> dict[Hashable, list[int]]:
+        if self._children is None:
+            children: dict[Hashable, list[int]] = {}
+            for position, entry in enumerate(self._entries):
+                if type(entry) is RawLine:
+                    parent = entry.parent_id
+                else:
+                    parent = entry.get("parentId") if type(entry) is dict else None
+                children.setdefault(_key(parent), []).append(position)
+            self._children = children
+        return self._children
+
+    def _has_assistant_message(self) -> bool:
+        if self._has_assistant is None:
+            self._has_assistant = any(self.role_of(i) == "assistant" for i in range(len(self._entries))
+                                      if self.type_of(i) == "message")
+        return self._has_assistant
+
+    def _index(self, entry: dict[str, Any]) -> None:
+        """Index one appended entry."""
+        position = len(self._entries)
+        self._entries.append(entry)
+        key = entry.get("id")
+        if hashable(key):
+            self._by_id[key] = position
+        parent = _key(entry.get("parentId"))
+        if self._children is not None:
+            self._children.setdefault(parent, []).append(position)
+        if self._parent_pos is not None:
+            self._parent_pos.append(self._by_id.get(parent) if parent is not None else None)
+        self._leaf = key
+        if message_role(entry) == "assistant":
+            self._has_assistant = True
+        self._index_metadata(position, entry)
+
     # ------------------------------------------------------------------ entry view (by position)
 
     def entry(self, index: int) -> Entry:
@@ -331,6 +356,16 @@ class SessionManager:
             item = item.parse()
             self._entries[index] = item
         return item
+
+    def ids_of(self, positions: Iterable[int]) -> list[Any]:
+        """Ids of the entries at `positions` (UNSET where an entry has no id key)."""
+        entries = self._entries
+        return [e.id if type(e) is RawLine else (e.get("id", UNSET) if type(e) is dict else UNSET)
+                for e in map(entries.__getitem__, positions)]
+
+    def types_of(self, positions: Iterable[int]) -> list[Any]:
+        entries = self._entries
+        return [e.type if type(e) is RawLine else field_of(e, "type") for e in map(entries.__getitem__, positions)]
 
     def type_of(self, index: int) -> Any:
         item = self._entries[index]
@@ -346,6 +381,17 @@ class SessionManager:
         item = self._entries[index]
         return item.role if type(item) is RawLine else message_role(item)
 
+    def _parent_positions(self) -> list[int | None]:
+        """Position of each entry's parent (None for roots and orphans), built once per load."""
+        if self._parent_pos is None:
+            by_id = self._by_id
+            entries = self._entries
+            parents = [e.parentId if type(e) is RawLine else (e.get("parentId") if type(e) is dict else None)
+                       for e in entries]
+            get = by_id.get
+            self._parent_pos = [get(p) if type(p) is str and p else _parent_lookup(by_id, p) for p in parents]
+        return self._parent_pos
+
     def _path_to(self, leaf: LeafArg) -> list[int]:
         """Positions from the root to `leaf` (Pi buildSessionPath on the index)."""
         if leaf is None:
@@ -355,20 +401,28 @@ class SessionManager:
             if not self._entries:
                 return []
             start = len(self._entries) - 1
+        parent_pos = self._parent_positions()
+        limit = len(parent_pos)
+        path: list[int] = []
+        append = path.append
+        current: int | None = start
+        while current is not None:
+            append(current)
+            current = parent_pos[current]
+            if len(path) > limit:  # longer than the session: a parent cycle (Pi loops forever)
+                return self._path_without_cycle(start)
+        path.reverse()
+        return path
+
+    def _path_without_cycle(self, start: int) -> list[int]:
+        parent_pos = self._parent_positions()
         path: list[int] = []
         seen: set[int] = set()
-        by_id = self._by_id
-        entries = self._entries
         current: int | None = start
         while current is not None and current not in seen:
             seen.add(current)
             path.append(current)
-            item = entries[current]
-            if type(item) is RawLine:
-                parent = item.parent_id
-            else:
-                parent = item.get("parentId") if type(item) is dict else None
-            current = by_id.get(parent) if parent and hashable(parent) else None
+            current = parent_pos[current]
         path.reverse()
         return path
 
@@ -414,7 +468,7 @@ class SessionManager:
 
     def get_children(self, parent_id: str | None) -> list[Entry]:
         """Entries whose parentId equals `parent_id`, in file order (indexed, not scanned)."""
-        return [self.entry(i) for i in self._children.get(parent_id, ())]
+        return [self.entry(i) for i in self._children_index().get(parent_id, ())]
 
     def get_label(self, entry_id: str) -> str | None:
         return self._labels.get(entry_id)
@@ -536,7 +590,10 @@ class SessionManager:
             self._file_entries.pop()
             self._entries.pop()
             del self._by_id[entry["id"]]
-            self._children[_key(entry.get("parentId"))].pop()
+            if self._children is not None:
+                self._children[_key(entry.get("parentId"))].pop()
+            if self._parent_pos is not None:
+                self._parent_pos.pop()
             self._leaf = snapshot[0]
             (self._leaf, self._has_assistant, self._name_entry, self._labels, self._label_ts) = snapshot
             self._live.invalidate()
@@ -547,7 +604,7 @@ class SessionManager:
         store = self._store
         if not self._persist or store is None:
             return
-        if not self._has_assistant:
+        if not self._has_assistant_message():
             if self._flushed:
                 self._write(store, [entry])
             return
@@ -734,7 +791,7 @@ class SessionManager:
             return None
         new_file = os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id))
         self._set_path(new_file)
-        if self._has_assistant:
+        if self._has_assistant_message():
             assert self._store is not None
             self._store.create(self._file_entries)
             self._flushed = True
@@ -761,6 +818,13 @@ class SessionManager:
         from picontext.session.listing import find_session_by_id
 
         return find_session_by_id(cwd, session_id, session_dir)
+
+
+def _parent_lookup(by_id: dict[Hashable, int], parent: Any) -> int | None:
+    """Pi follows a parentId only when it is truthy; unhashable values never match an id."""
+    if not parent or parent is UNSET or not hashable(parent):
+        return None
+    return by_id.get(parent)
 
 
 def _defined(**fields: Any) -> dict[str, Any]:

@@ -86,108 +86,153 @@ def is_header(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
 
 
-class _MessageHead(msgspec.Struct):
+class _MessageHead(msgspec.Struct, gc=False):
     role: Any = msgspec.UNSET
 
 
-class _EntryHead(msgspec.Struct):
+class RawLine(msgspec.Struct, gc=False):
+    """An entry not parsed yet: the few fields the tree index needs, and its line.
+
+    Decoded straight from the line by msgspec, which skips every other field without building
+    Python objects for it. `line` is filled in afterwards (its JSON name cannot occur in a file).
+    Written back to a file as the original bytes, so an entry never parsed is copied byte for byte.
+    """
+
     type: Any = msgspec.UNSET
     id: Any = msgspec.UNSET
     parentId: Any = msgspec.UNSET
     message: _MessageHead | msgspec.UnsetType | None = msgspec.UNSET
-
-
-_decode_head = msgspec.json.Decoder(_EntryHead).decode
-
-# Entry types whose bodies can be large; their lines are kept as bytes until first needed.
-LAZY_TYPES = frozenset({"message", "custom_message", "custom", "usage", "branch_summary"})
-
-
-class RawLine:
-    """An entry not parsed yet: its line and the few fields the tree index needs.
-
-    `role` is the message role for `message` entries (None otherwise). Written back to a file
-    as the original bytes, so an entry that was never parsed is copied byte for byte.
-    """
-
-    __slots__ = ("id", "line", "parent_id", "role", "type")
-
-    def __init__(self, line: bytes, type: str, id: Any, parent_id: Any, role: Any) -> None:
-        self.line = line
-        self.type = type
-        self.id = id
-        self.parent_id = parent_id
-        self.role = role
+    line: bytes = msgspec.field(default=b"", name="@@picontext raw line@@")
 
     def has_id(self) -> bool:
         return self.id is not msgspec.UNSET
+
+    @property
+    def parent_id(self) -> Any:
+        return None if self.parentId is msgspec.UNSET else self.parentId
+
+    @property
+    def role(self) -> Any:
+        message = self.message
+        return message.role if type(message) is _MessageHead and message.role is not msgspec.UNSET else None
 
     def parse(self) -> Any:
         return _json.loads(self.line)
 
 
-def _lazy_item(raw: bytes) -> RawLine | None:
-    """A RawLine for a well-formed line of a lazy type, else None (the caller parses it fully)."""
+_decode_head = msgspec.json.Decoder(RawLine).decode
+
+# Entry types whose bodies can be large; their lines are kept as bytes until first needed.
+LAZY_TYPES = frozenset({"message", "custom_message", "custom", "usage", "branch_summary"})
+
+
+def _head(raw: bytes) -> RawLine | None:
     try:
-        head = _decode_head(raw)
+        return _decode_head(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    if type(head.type) is not str or head.type not in LAZY_TYPES:
-        return None
-    message = head.message
-    role = None
-    if head.type == "message":
-        if not isinstance(message, _MessageHead):
-            return None  # odd shapes go through the full parser
-        role = None if message.role is msgspec.UNSET else message.role
-    parent = None if head.parentId is msgspec.UNSET else head.parentId
-    return RawLine(raw, head.type, head.id, parent, role)
 
 
-def parse_session_bytes(data: bytes, *, lazy: bool = False) -> LoadResult:
+def _is_kept(value: Any) -> bool:
+    """JavaScript truthiness for a parsed JSON line ({} and [] are kept; null, false, 0, "" are not)."""
+    return bool(value) or type(value) in (dict, list)
+
+
+def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> LoadResult:
     """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines.
 
-    With `lazy`, lines of the bulky entry types of a current-version file are kept as `RawLine`s.
+    `data` is the file's bytes, or already split on "\\n". With `lazy`, lines of the bulky entry
+    types of a current-version file are kept as `RawLine`s.
     """
     result = LoadResult()
-    lines = data.split(b"\n")
-    last = len(lines) - 1
-    entries = result.entries
+    lines = data.split(b"\n") if isinstance(data, bytes) else data
+    start = 0
+    if lazy:
+        start = _parse_full(lines, 0, result, first_only=True)  # the header decides
+        if result.entries and is_header(result.entries[0]) and _is_current(result.entries[0]):
+            _parse_rest_lazily(lines, start, result)
+            start = len(lines)
+    _parse_full(lines, start, result)
+    result.missing_newline = lines[-1] != b""
+    result.valid = bool(result.entries) and is_header(result.entries[0])
+    return result
+
+
+def _parse_full(lines: list[bytes], start: int, result: LoadResult, *, first_only: bool = False) -> int:
+    """Parse lines[start:] completely; with `first_only`, stop after the first kept value."""
     loads = orjson.loads
-    lazy_ok = False
-    for number, raw in enumerate(lines):
-        if lazy_ok:
-            item = _lazy_item(raw)
-            if item is not None:
-                entries.append(item)
-                continue
+    entries = result.entries
+    last = len(lines) - 1
+    for n in range(start, len(lines)):
+        raw = lines[n]
         try:
             value = loads(raw)  # fast path: a well-formed line
         except orjson.JSONDecodeError:
-            _parse_line(raw, number + 1, result, last=number == last)
+            _parse_line(raw, n + 1, result, last=n == last)
             continue
-        if value or (value is not None and value is not False and type(value) is not str
-                     and type(value) in (dict, list)):
+        if _is_kept(value):
             entries.append(value)
-            if lazy and len(entries) == 1 and is_header(value):
-                version = value.get("version")
-                lazy_ok = isinstance(version, int | float) and not isinstance(version, bool) and version >= 3
-    result.missing_newline = lines[-1] != b""
-    result.valid = bool(entries) and is_header(entries[0])
-    return result
+            if first_only:
+                return n + 1
+    return len(lines)
+
+
+def _is_current(header: dict[str, Any]) -> bool:
+    version = header.get("version")
+    return isinstance(version, int | float) and not isinstance(version, bool) and version >= 3
+
+
+def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> None:
+    entries = result.entries
+    append = entries.append
+    lazy_types = LAZY_TYPES
+    last = len(lines) - 1
+    heads = [_head(raw) for raw in lines[start:]]
+    for offset, head in enumerate(heads):
+        n = start + offset
+        raw = lines[n]
+        if head is not None and type(head.type) is str and head.type in lazy_types:
+            head.line = raw
+            append(head)
+            continue
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            _parse_line(raw, n + 1, result, last=n == last)
+            continue
+        if _is_kept(value):
+            append(value)
 
 
 def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
     """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes)."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            lines, size = _split_file(f)
     except FileNotFoundError:
         return LoadResult()
     with gc_paused():
-        result = parse_session_bytes(data, lazy=lazy)
-    result.size = len(data)
+        result = parse_session_bytes(lines, lazy=lazy)
+    result.size = size
     return result
+
+
+_CHUNK = 8 * 1024 * 1024
+
+
+def _split_file(f: Any) -> tuple[list[bytes], int]:
+    """The file's lines (split on "\\n" only), read in chunks so the whole file is never held
+    twice: peak memory is the lines plus one chunk."""
+    lines: list[bytes] = []
+    pending = b""
+    size = 0
+    while chunk := f.read(_CHUNK):
+        size += len(chunk)
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        lines.extend(parts)
+    lines.append(pending)
+    return lines, size
 
 
 @contextlib.contextmanager
@@ -250,7 +295,7 @@ class SessionStore(Protocol):
 
 
 def _encode(entries: Iterable[Any]) -> bytes:
-    return b"".join(e.line + b"\n" if type(e) is RawLine else _json.dumps_line(e) for e in entries)
+    return b"".join(bytes(e.line) + b"\n" if type(e) is RawLine else _json.dumps_line(e) for e in entries)
 
 
 def _fsync_dir(path: str) -> None:
