@@ -117,6 +117,7 @@ class AgentSession:
         self._listeners: list[Listener] = []
         self._steering: list[AgentMessage] = []
         self._follow_up: list[AgentMessage] = []
+        self._shown_queue: tuple[list[str], list[str]] = ([], [])
         self._signal: AbortSignal | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -209,13 +210,19 @@ class AgentSession:
         del queue[: len(taken)]
         return taken
 
-    async def _emit_queue(self) -> None:
+    def _queue_state(self) -> tuple[list[str], list[str]]:
         def texts(queue: list[AgentMessage]) -> list[str]:
             return [c.get("text", "") for m in queue for c in m["content"] if c.get("type") == "text"]  # type: ignore[union-attr]
 
-        await self._emit(
-            {"type": "queue_update", "steering": texts(self._steering), "followUp": texts(self._follow_up)}
-        )
+        return texts(self._steering), texts(self._follow_up)
+
+    async def _emit_queue(self) -> None:
+        """Tell listeners what is queued (Pi `queue_update`), when it changed since the last time."""
+        state = self._queue_state()
+        if state == self._shown_queue:
+            return
+        self._shown_queue = state
+        await self._emit({"type": "queue_update", "steering": state[0], "followUp": state[1]})
 
     # -- runs --------------------------------------------------------------------------------------
 
@@ -299,7 +306,7 @@ class AgentSession:
     async def _handle(self, event: AgentEvent) -> None:
         kind = event["type"]
         if kind == "message_start" and event["message"].get("role") == "user":  # type: ignore[typeddict-item]
-            await self._emit_queue() if self.pending_message_count else None
+            await self._emit_queue()  # a queued message was delivered
         elif kind == "message_end":
             self._persist(event["message"])  # type: ignore[typeddict-item]
         elif kind == "agent_end":
