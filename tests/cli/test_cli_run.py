@@ -1,0 +1,127 @@
+"""`picontext run` as a real subprocess against ScriptedModelServer (a user model in models.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from picontext.testing import ScriptedModelServer, text, tool_call
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+        server.assert_complete()
+
+
+def configure(home: Path, base_url: str, *, api_key: str | None = "test-key") -> None:
+    provider: dict[str, object] = {"baseUrl": base_url, "api": "openai-completions", "models": [{"id": "m1"}]}
+    if api_key is not None:
+        provider["apiKey"] = api_key
+    (home / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
+
+
+def run(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PICONTEXT_DIR"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "picontext", "run", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+    )
+
+
+@pytest.fixture
+def home() -> Path:
+    return Path(os.environ["PICONTEXT_DIR"])
+
+
+def session_files(home: Path) -> list[Path]:
+    return sorted((home / "sessions").rglob("*.jsonl"))
+
+
+def test_text_mode_runs_tools_and_saves_session(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(tool_call("write", {"path": "hello.txt", "content": "hi there"}), text("Created hello.txt."))
+    result = run(home, tmp_path, "-p", "create hello.txt", "--model", "scripted/m1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Created hello.txt.\n"
+    assert "[write] path='hello.txt'" in result.stderr
+    assert (tmp_path / "hello.txt").read_text() == "hi there"
+    [path] = session_files(home)
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
+    assert roles == ["system", "user", "assistant", "toolResult", "assistant"]
+    assert server.requests[0].headers["authorization"] == "Bearer test-key"
+
+
+def test_json_mode_one_event_per_line(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(text("Hello world"))
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--mode", "json", "--no-session")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[:2] == ["agent_start", "turn_start"]
+    assert types[-3:] == ["turn_end", "agent_end", "agent_settled"]
+    update = next(e for e in events if e["type"] == "message_update")
+    assert (
+        set(update) == {"type", "usage", "assistantMessageEvent"} and "partial" not in update["assistantMessageEvent"]
+    )
+    assert events[-2]["willRetry"] is False
+    assert not (home / "sessions").exists() or not session_files(home)
+
+
+def test_continue_uses_the_latest_session_and_its_model(
+    server: ScriptedModelServer, home: Path, tmp_path: Path
+) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(text("first"), text("second"))
+    assert run(home, tmp_path, "-p", "one", "--model", "scripted/m1").returncode == 0
+    result = run(home, tmp_path, "-c", "-p", "two")
+    assert result.returncode == 0, result.stderr
+    assert [m["role"] for m in server.requests[1].body["messages"]] == ["system", "user", "assistant", "user"]
+    assert len(session_files(home)) == 1
+
+
+def test_session_file_option(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(text("ok"))
+    target = tmp_path / "my-session.jsonl"
+    assert run(home, tmp_path, "--session", str(target), "-p", "x", "--model", "scripted/m1").returncode == 0
+    assert json.loads(target.read_text().splitlines()[0])["type"] == "session"
+
+
+def test_unknown_model_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+    configure(home, "http://127.0.0.1:9/v1")
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/nope", "--no-session")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "Unknown model 'scripted/nope'" in result.stderr
+
+
+def test_no_key_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+    result = run(home, tmp_path, "-p", "hi", "--model", "openai/gpt-4o", "--no-session")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "No API key for provider 'openai'" in result.stderr
+
+
+def test_no_model_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+    result = run(home, tmp_path, "-p", "hi", "--no-session")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "No model selected" in result.stderr
+
+
+def test_unreachable_server_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+    with ScriptedModelServer() as gone:
+        url = gone.url
+    configure(home, url + "/v1")
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("picontext: Connection error")
