@@ -13,7 +13,6 @@ split turn when the kept part starts inside a turn. Decisions equal the referenc
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -51,15 +50,15 @@ def _is_compaction(entry: Any) -> bool:
 class _View:
     """Messages, cut-point and turn-start tests for one entry list (raw or projected)."""
 
-    def __init__(self, sources: Sequence[Any], messages_of: Callable[[int], list[Any]]) -> None:
-        self.sources = sources
+    def __init__(self, source_of: Callable[[int], Any], messages_of: Callable[[int], list[Any]]) -> None:
+        self.source_of = source_of
         self.messages_of = messages_of
 
     def is_cut_point(self, i: int) -> bool:
-        return not _is_compaction(self.sources[i]) and _has_role(self.messages_of(i), CUT_POINT_ROLES)
+        return not _is_compaction(self.source_of(i)) and _has_role(self.messages_of(i), CUT_POINT_ROLES)
 
     def is_turn_start(self, i: int) -> bool:
-        return not _is_compaction(self.sources[i]) and _has_role(self.messages_of(i), TURN_START_ROLES)
+        return not _is_compaction(self.source_of(i)) and _has_role(self.messages_of(i), TURN_START_ROLES)
 
     def tokens(self, i: int) -> int:
         return sum(estimate_tokens(m) for m in self.messages_of(i))
@@ -71,10 +70,10 @@ class _View:
         return -1
 
     def crossing_cut(self, start: int, end: int, keep: int) -> tuple[int, bool] | None:
-        """(cut, exceeded) before absorption, or None when the range has no cut point."""
-        cut_points = [i for i in range(start, end) if self.is_cut_point(i)]
-        if not cut_points:
-            return None
+        """(cut, exceeded) before absorption, or None when the range has no cut point.
+
+        Only the cut points next to the crossing are looked for, not the whole list.
+        """
         acc = 0
         for i in range(end - 1, start - 1, -1):
             t = self.tokens(i)
@@ -82,14 +81,17 @@ class _View:
                 continue
             acc += t
             if acc >= keep:
-                at = bisect_left(cut_points, i)
-                return (cut_points[at] if at < len(cut_points) else cut_points[-1]), True
-        return cut_points[0], False
+                after = next((j for j in range(i, end) if self.is_cut_point(j)), None)
+                if after is None:  # the crossing fell among trailing tool results: the last cut point
+                    after = next((j for j in range(i - 1, start - 1, -1) if self.is_cut_point(j)), None)
+                return None if after is None else (after, True)
+        first = next((j for j in range(start, end) if self.is_cut_point(j)), None)
+        return None if first is None else (first, False)
 
     def absorb(self, cut: int, start: int) -> int:
         while cut > start:
             before = cut - 1
-            if _is_compaction(self.sources[before]) or self.messages_of(before):
+            if _is_compaction(self.source_of(before)) or self.messages_of(before):
                 break
             cut = before
         return cut
@@ -104,11 +106,11 @@ def _raw_view(entries: Sequence[Any]) -> _View:
             found = cache[i] = entry_to_messages(entries[i])
         return found
 
-    return _View(entries, messages_of)
+    return _View(entries.__getitem__, messages_of)
 
 
 def _projected_view(entries: Sequence[ProjectedEntry]) -> _View:
-    return _View([p.source_entry for p in entries], lambda i: entries[i].messages)
+    return _View(lambda i: entries[i].source_entry, lambda i: entries[i].messages)
 
 
 def find_turn_start_index(entries: Sequence[Any], entry_index: int, start_index: int) -> int:

@@ -38,17 +38,19 @@ def js_sort_key(text: str) -> bytes:
 
 
 def extract_file_ops_from_message(message: Any, ops: FileOperations) -> None:
-    if field_of(message, "role") != "assistant":
+    if type(message) is not dict or message.get("role") != "assistant":
         return
     content = message.get("content")
-    if not isinstance(content, list):
+    if type(content) is not list:
         return
     for block in content:
-        if field_of(block, "type") != "toolCall":
+        if type(block) is not dict or block.get("type") != "toolCall":
             continue
-        kind = _KIND.get(block.get("name"))  # type: ignore[arg-type]
-        path = field_of(block.get("arguments"), "path")
-        if kind is None or not isinstance(path, str) or not path:
+        name = block.get("name")
+        kind = _KIND.get(name) if type(name) is str else None
+        arguments = block.get("arguments")
+        path = arguments.get("path") if type(arguments) is dict else None
+        if kind is None or type(path) is not str or not path:
             continue
         getattr(ops, kind).add(path)
 

@@ -49,39 +49,52 @@ class CompactionPreparation:
     projection: SessionProjection
 
 
-def project_path(path: Sequence[Any]) -> SessionProjection:
-    """The projection of an already-resolved root-first path (Pi buildSessionProjection on it)."""
-    settings = get_context_settings(path)
+def project_path(path: Sequence[Any], *, with_settings: bool = False) -> SessionProjection:
+    """The projection of an already-resolved root-first path (Pi buildSessionProjection on it).
+
+    Planning needs only entries and messages; thinking level and model are resolved on request.
+    """
     projected = project_context_entries(fold_path(path))
     messages = [m for p in projected for m in p.messages]
+    if not with_settings:
+        return SessionProjection(projected, messages)
+    settings = get_context_settings(path)
     return SessionProjection(projected, messages, settings.thinking_level, settings.model)
 
 
 def _conversation(entries: Sequence[ProjectedEntry]) -> list[Any]:
     """Messages to summarize: compaction entries skipped, system messages (prompt state) dropped."""
-    out = []
+    out: list[Any] = []
+    append = out.append
     for item in entries:
-        if field_of(item.source_entry, "type") == "compaction":
+        messages = item.messages
+        if not messages or field_of(item.source_entry, "type") == "compaction":
             continue
-        out.extend(m for m in item.messages if field_of(m, "role") != "system")
+        for m in messages:
+            if type(m) is not dict or m.get("role") != "system":
+                append(m)
     return out
 
 
-def prepare_compaction(path: Sequence[Any], settings: CompactionSettings) -> CompactionPreparation | None:
+def prepare_compaction(path: Sequence[Any], settings: CompactionSettings, *,
+                       projection: SessionProjection | None = None) -> CompactionPreparation | None:
     """Mirrors Pi `prepareCompaction` (compaction.ts): the cut, the spans and the file lists, or None.
 
     `path` is the branch, root first (SessionManager.get_branch()); `settings` the effective
     per-model settings. The previous compaction's summary is handed on as `previous_summary`, and
-    messages it kept are summarized again once the kept window has moved past them.
+    messages it kept are summarized again once the kept window has moved past them. A caller
+    that already holds the projection of exactly this path (SessionManager keeps one up to date)
+    passes it as `projection` and saves rebuilding it.
     """
     if path and _is_compaction(path[-1]):
         return None
-    projection = project_path(path)
+    if projection is None:
+        projection = project_path(path)
     entries = projection.entries
     # Only the newest compaction (index 0) projects messages; one omitted by an edit does not count.
-    prev_at = next((i for i, p in enumerate(entries) if p.messages and _is_compaction(p.source_entry)), -1)
-    previous = entries[prev_at].source_entry if prev_at >= 0 else None
-    boundary_start = prev_at + 1
+    has_previous = bool(entries) and bool(entries[0].messages) and _is_compaction(entries[0].source_entry)
+    previous = entries[0].source_entry if has_previous else None
+    boundary_start = 1 if has_previous else 0
     tokens_before = estimate_projected_context_tokens(projection, path)["tokens"]
     cut = find_projected_cut_point(entries, boundary_start, len(entries), settings.keep_recent_tokens,
                                    exact_split_turns=settings.exact_split_turns)

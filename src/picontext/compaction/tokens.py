@@ -283,15 +283,15 @@ def estimate_projected_context_tokens(projection: Any, branch_entries: Sequence[
         source = _source_of_message(projection, estimate["lastUsageIndex"])
         anchor_at = -1
         if source is not None:
-            for i, entry in enumerate(branch_entries):
-                if entry is source:
+            for i in range(len(branch_entries) - 1, -1, -1):  # the anchor is usually recent
+                if branch_entries[i] is source:
                     anchor_at = i
                     break
             else:
                 anchor_id = field_of(source, "id")
                 anchor_at = next((i for i, e in enumerate(branch_entries) if field_of(e, "id") == anchor_id), -1)
         newest_change = -1
-        for i in range(len(branch_entries) - 1, -1, -1):
+        for i in range(len(branch_entries) - 1, anchor_at, -1):  # only whether one follows the anchor
             if field_of(branch_entries[i], "type") in ("context_edit", "compaction"):
                 newest_change = i
                 break
