@@ -1,6 +1,6 @@
 // Reference side of bench_session.py: times Pi 0.87.0 on the same files, in one process.
 // usage: node ref_bench.mjs open FILE  |  node ref_bench.mjs append FILE N
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,9 +14,12 @@ const [mode, file, n] = process.argv.slice(2);
 const dir = mkdtempSync(join(tmpdir(), "pi-bench-"));
 const copy = join(dir, "s.jsonl");
 copyFileSync(file, copy);
-const rss0 = process.memoryUsage().rss;
+// Peak RSS from the kernel's high-water mark, reset just before the measured work.
+const status = (key) => Number(readFileSync("/proc/self/status", "utf8").split(key + ":")[1].trim().split(/\s+/)[0]) * 1024;
+writeFileSync("/proc/self/clear_refs", "5");
+const rss0 = status("VmRSS");
 let peak = rss0;
-const sample = () => { peak = Math.max(peak, process.memoryUsage().rss); };
+const sample = () => { peak = Math.max(peak, status("VmHWM")); };
 try {
   if (mode === "open") {
     const t0 = performance.now();

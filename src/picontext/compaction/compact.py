@@ -95,33 +95,6 @@ def _fingerprint(path: str | None) -> tuple[int, int, int] | None:
 
 
 @contextlib.contextmanager
-def _writes_under_held_lock(store: Any) -> Iterator[None]:
-    """Let `store` append while this process already holds the file's lock.
-
-    `JsonlSessionStore` takes the lock per append and its lock is not reentrant (a second flock
-    from the same process would wait for ourselves), so while we hold it the store writes through
-    a plain descriptor instead.
-    """
-    if not isinstance(store, JsonlSessionStore):
-        yield
-        return
-
-    @contextlib.contextmanager
-    def unlocked_fd(flags: int) -> Iterator[int]:
-        fd = os.open(store.path, flags, 0o600)
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-
-    store._locked_fd = unlocked_fd  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        del store._locked_fd
-
-
-@contextlib.contextmanager
 def _append_guard(manager: Any, fingerprint: tuple[int, int, int] | None) -> Iterator[None]:
     """Hold the file lock, refuse if the file changed since `fingerprint`, then let appends through."""
     path = manager.get_session_file() if manager.is_persisted() else None
@@ -134,8 +107,7 @@ def _append_guard(manager: Any, fingerprint: tuple[int, int, int] | None) -> Ite
                 f"{path} changed while the summary was being written (another process appended to it); "
                 "nothing was appended. Run the compaction again."
             )
-        with _writes_under_held_lock(getattr(manager, "_store", None)):
-            yield
+        yield  # the lock is reentrant for this thread: the manager's appends go through
 
 
 def _nothing_reason(path: list[Any]) -> str:

@@ -24,6 +24,7 @@ import errno
 import fcntl
 import gc
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from picontext import _json
 from picontext.errors import SessionLockedError, SessionWriteError
 
 HEADER_SCAN_LIMIT = 1024 * 1024
+_HELD: dict[str, int] = {}  # realpath of a session file -> id of the thread holding its lock
 
 
 @dataclass(slots=True)
@@ -323,6 +325,16 @@ class JsonlSessionStore:
 
     @contextlib.contextmanager
     def _locked_fd(self, flags: int) -> Iterator[int]:
+        key = os.path.realpath(self.path)
+        if _HELD.get(key) == threading.get_ident():
+            # This thread already holds the file's lock (store.lock()): a second flock from another
+            # descriptor would wait for ourselves, so write through a plain descriptor.
+            fd = os.open(self.path, flags, 0o600)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+            return
         deadline = time.monotonic() + self.lock_timeout
         while True:
             fd = os.open(self.path, flags, 0o600)
@@ -350,9 +362,21 @@ class JsonlSessionStore:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the file's advisory lock (e.g. while checking that nobody appended)."""
-        with self._locked_fd(os.O_RDWR | os.O_CREAT):
+        """Hold the file's advisory lock, e.g. to check that nobody appended before appending.
+
+        Reentrant for the holding thread: appends and replacements made through any store of the
+        same file while it is held go through without waiting for the lock again.
+        """
+        key = os.path.realpath(self.path)
+        if _HELD.get(key) == threading.get_ident():
             yield
+            return
+        with self._locked_fd(os.O_RDWR | os.O_CREAT):
+            _HELD[key] = threading.get_ident()
+            try:
+                yield
+            finally:
+                del _HELD[key]
 
     def append(self, entries: list[Any]) -> None:
         """Append whole lines in one write; refuses to recreate a vanished file (caller decides)."""

@@ -1,0 +1,50 @@
+"""The store's lock: reentrant for the holding thread, exclusive against other processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from picontext.session.manager import SessionManager
+from picontext.session.store import JsonlSessionStore
+
+
+def _session(tmp_path: Path) -> Path:
+    sm = SessionManager.create(str(tmp_path), str(tmp_path))
+    sm.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    sm.append_message({"role": "assistant", "content": [], "api": "x", "provider": "p", "model": "m",
+                       "usage": {}, "stopReason": "stop", "timestamp": 2})
+    return Path(sm.get_session_file() or "")
+
+
+def test_appends_while_this_thread_holds_the_lock_do_not_wait(tmp_path: Path) -> None:
+    path = _session(tmp_path)
+    sm = SessionManager.open(str(path), str(tmp_path))
+    store = JsonlSessionStore(str(path), lock_timeout=2.0)
+    started = time.monotonic()
+    with store.lock(), store.lock():  # nested: still one lock
+        sm.append_message({"role": "user", "content": "inside", "timestamp": 3})
+    assert time.monotonic() - started < 1.0
+    assert path.read_text().count("\n") == 4
+
+
+def test_another_process_waits_for_the_lock(tmp_path: Path) -> None:
+    path = _session(tmp_path)
+    writer = (
+        "import sys, time\n"
+        "from picontext.session.manager import SessionManager\n"
+        "sm = SessionManager.open(sys.argv[1])\n"
+        "t = time.monotonic()\n"
+        "sm.append_message({'role': 'user', 'content': 'other', 'timestamp': 9})\n"
+        "print(time.monotonic() - t)\n"
+    )
+    with JsonlSessionStore(str(path)).lock():
+        proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        assert proc.poll() is None  # still waiting for our lock
+        assert path.read_text().count("\n") == 3
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and float(out) >= 0.4
+    assert path.read_text().count("\n") == 4
