@@ -147,7 +147,55 @@ def context_for(case: str, model: dict[str, Any]) -> dict[str, Any]:
             ],
             "tools": [READ, LS],
         }
+    if case == "images":
+        return {
+            "systemPrompt": "You look at pictures.",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "what is this?"},
+                        {"type": "image", "mimeType": "image/png", "data": PNG},
+                    ],
+                    "timestamp": 1,
+                },
+                _assistant(
+                    model,
+                    [
+                        {"type": "toolCall", "id": "call_s", "name": "read", "arguments": {"path": "b.png"}},
+                        {"type": "toolCall", "id": "call_t", "name": "read", "arguments": {"path": "c.png"}},
+                    ],
+                ),
+                {
+                    "role": "toolResult",
+                    "toolCallId": "call_s",
+                    "toolName": "read",
+                    "content": [
+                        {"type": "text", "text": "an image:"},
+                        {"type": "image", "mimeType": "image/png", "data": PNG},
+                    ],
+                    "isError": False,
+                    "timestamp": 3,
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "call_t",
+                    "toolName": "read",
+                    "content": [{"type": "image", "mimeType": "image/png", "data": PNG}],
+                    "isError": False,
+                    "timestamp": 4,
+                },
+            ],
+            "tools": [READ],
+        }
+    if case == "no_tools":
+        ctx = context_for("tool_turn", model)
+        del ctx["tools"]
+        return ctx
     raise AssertionError(case)
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
 
 CASES = ["plain", "tool_turn", "parallel_calls", "reasoning", "no_cache"]
@@ -156,14 +204,36 @@ CASES = ["plain", "tool_turn", "parallel_calls", "reasoning", "no_cache"]
 def options_for(case: str) -> tuple[dict[str, Any], StreamOptions]:
     """(reference options, our options) with the same meaning."""
     if case == "reasoning":
-        return {"apiKey": KEY, "sessionId": "sess-1", "reasoning": "high", "maxTokens": 4000}, StreamOptions(
-            api_key=KEY, session_id="sess-1", reasoning="high", max_tokens=4000
+        return ref_options(StreamOptions(api_key=KEY, session_id="sess-1", reasoning="high", max_tokens=4000)), (
+            StreamOptions(api_key=KEY, session_id="sess-1", reasoning="high", max_tokens=4000)
         )
     if case == "no_cache":
-        return {"apiKey": KEY, "sessionId": "sess-1", "cacheRetention": "none", "maxTokens": 2000}, StreamOptions(
-            api_key=KEY, session_id="sess-1", cache_retention="none", max_tokens=2000
-        )
-    return {"apiKey": KEY, "sessionId": "sess-1"}, StreamOptions(api_key=KEY, session_id="sess-1")
+        opts = StreamOptions(api_key=KEY, session_id="sess-1", cache_retention="none", max_tokens=2000)
+        return ref_options(opts), opts
+    opts = StreamOptions(api_key=KEY, session_id="sess-1")
+    return ref_options(opts), opts
+
+
+def ref_options(opts: StreamOptions) -> dict[str, Any]:
+    """The reference's `streamSimple` options for ours. "off" is sent as no reasoning at all, as
+    Pi's agent does (`reasoning: level === "off" ? undefined : level`)."""
+    out: dict[str, Any] = {"apiKey": opts.api_key}
+    if opts.session_id is not None:
+        out["sessionId"] = opts.session_id
+    if opts.reasoning not in (None, "off"):
+        out["reasoning"] = opts.reasoning
+    if opts.max_tokens is not None:
+        out["maxTokens"] = opts.max_tokens
+    if opts.cache_retention != "short":
+        out["cacheRetention"] = opts.cache_retention
+    if opts.temperature is not None:
+        out["temperature"] = opts.temperature
+    if opts.thinking_budget_tokens is not None and opts.reasoning not in (None, "off"):
+        level = "high" if opts.reasoning in ("xhigh", "max") else opts.reasoning
+        out["thinkingBudgets"] = {level: opts.thinking_budget_tokens}
+    if opts.tool_choice is not None:
+        out["toolChoice"] = opts.tool_choice
+    return out
 
 
 def scripted_reply(case: str):  # type: ignore[no-untyped-def]
@@ -183,51 +253,13 @@ def scripted_reply(case: str):  # type: ignore[no-untyped-def]
     )
 
 
-# -- the deliberate differences (docs/divergences.md, "Provider requests") -------------------------------
+# -- deliberate differences (docs/divergences.md, "Provider requests") ---------------------------------------
 
-# Differences this test found (docs/divergences.md, "Provider requests"). None is a deliberate
-# choice of ours; each is pinned here as (reference value, our value) so that fixing a provider
-# makes this test fail until the entry is removed. "<absent>" means the key is not sent.
+# Each deliberate difference is pinned as {api: {path: (reference value, our value)}}, so a change
+# on either side shows up; "<absent>" means the key is not sent. There are none at present.
 ABSENT = "<absent>"
-_OFF = {"type": "disabled"}
-KNOWN_BODY: dict[str, dict[str, tuple[Any, Any]]] = {
-    "openai-completions": {
-        # streamSimple always sends a cap (min(model.maxTokens, 32000)); we send none by default.
-        "max_completion_tokens": (8192, ABSENT),
-        # Pi sends the system prompt as "developer" to reasoning models.
-        "messages[0].role": ("developer", "system"),
-        "store": (False, ABSENT),
-    },
-    "openai-responses": {
-        "max_output_tokens": (8192, ABSENT),
-        # Pi switches reasoning off explicitly for a reasoning model; we send nothing.
-        "reasoning": ({"effort": "none"}, ABSENT),
-        "tools[0].strict": (ABSENT, False),
-        "tools[1].strict": (ABSENT, False),
-    },
-    "anthropic-messages": {
-        "thinking": (_OFF, ABSENT),
-        "tools[0].eager_input_streaming": (True, ABSENT),
-        "tools[1].eager_input_streaming": (True, ABSENT),
-        # With reasoning, Pi raises max_tokens by the thinking budget (4000 asked -> 8192, budget
-        # 7168); we keep max_tokens 4000 and fit the budget inside it (2976).
-        "max_tokens": (8192, 4000),
-        "thinking.budget_tokens": (7168, 2976),
-        "thinking.display": ("summarized", ABSENT),
-    },
-    "google-generative-ai": {
-        "generationConfig": ({"maxOutputTokens": 8192, "thinkingConfig": {"thinkingBudget": 0}}, ABSENT),
-        "generationConfig.thinkingConfig": ({"thinkingBudget": 0}, ABSENT),
-        # reasoning "high": Pi asks for a dynamic budget (-1) on an unknown model; we send 24576.
-        "generationConfig.thinkingConfig.thinkingBudget": (-1, 24576),
-        "systemInstruction.role": ("user", ABSENT),
-        "toolConfig": (ABSENT, {"functionCallingConfig": {"mode": "AUTO"}}),
-    },
-}
-# Final messages: Anthropic usage carries `cacheWrite1h: 0` in Pi; we omit the key when it is 0.
-KNOWN_MESSAGE: dict[str, dict[str, tuple[Any, Any]]] = {
-    "anthropic-messages": {"usage.cacheWrite1h": (0, ABSENT)},
-}
+KNOWN_BODY: dict[str, dict[str, tuple[Any, Any]]] = {}
+KNOWN_MESSAGE: dict[str, dict[str, tuple[Any, Any]]] = {}
 
 
 def _parse_json_strings(value: Any, key: str | None = None) -> Any:
@@ -311,3 +343,92 @@ def _assert_known(differences: list[tuple[str, Any, Any]], known: dict[str, tupl
     assert unexplained == [], f"{where} differs from the reference: {unexplained}"
     for path, ref_value, our_value in differences:
         assert (ref_value, our_value) == known[path], f"{where}: {path}"
+
+
+# -- varied models and options ----------------------------------------------------------------------------
+# (name, context case, model overrides, our options); every API runs every scenario unless `apis` limits it.
+Scenario = tuple[str, str, dict[str, Any], dict[str, Any], tuple[str, ...]]
+_NOT_GEMINI = ("openai-completions", "openai-responses", "anthropic-messages")
+_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+SCENARIOS: list[Scenario] = [
+    *((f"level-{lv}", "tool_turn", {}, {"reasoning": lv}, ()) for lv in _LEVELS),
+    *((f"level-{lv}-max3000", "tool_turn", {}, {"reasoning": lv, "max_tokens": 3000}, ()) for lv in _LEVELS),
+    ("non-reasoning-default", "tool_turn", {"reasoning": False}, {}, ()),
+    ("non-reasoning-high", "tool_turn", {"reasoning": False}, {"reasoning": "high", "max_tokens": 1000}, ()),
+    ("non-reasoning-plain", "plain", {"reasoning": False}, {}, ()),
+    ("no-tools-history", "no_tools", {}, {}, ()),
+    ("no-tools-non-reasoning", "no_tools", {"reasoning": False}, {}, ()),
+    ("images", "images", {}, {}, ()),
+    ("images-text-only-model", "images", {"input": ["text"]}, {}, ()),
+    ("images-high", "images", {}, {"reasoning": "high"}, ()),
+    ("small-window", "tool_turn", {"contextWindow": 4300}, {}, ()),
+    ("small-window-high", "tool_turn", {"contextWindow": 6000, "maxTokens": 32000}, {"reasoning": "high"}, ()),
+    ("big-model-cap", "plain", {"maxTokens": 64000}, {"reasoning": "medium"}, ()),
+    ("long-cache", "tool_turn", {}, {"cache_retention": "long"}, ()),
+    ("temperature", "plain", {"reasoning": False}, {"temperature": 0.3}, ()),
+    ("temperature-reasoning", "plain", {}, {"temperature": 0.3, "reasoning": "low"}, ()),
+    ("budget", "tool_turn", {"maxTokens": 64000}, {"reasoning": "medium", "thinking_budget_tokens": 5000}, ()),
+    ("tool-choice", "tool_turn", {}, {"tool_choice": "auto"}, ("openai-completions", "openai-responses")),
+    ("map-off-null", "tool_turn", {"thinkingLevelMap": {"off": None}}, {}, ()),
+    # Pi throws for a Gemini level mapped outside minimal..high, so Gemini gets its own mapping.
+    (
+        "map-values",
+        "tool_turn",
+        {"thinkingLevelMap": {"high": "max", "xhigh": "xhigh"}},
+        {"reasoning": "xhigh"},
+        _NOT_GEMINI,
+    ),
+    (
+        "map-gemini",
+        "tool_turn",
+        {"thinkingLevelMap": {"low": "MEDIUM"}},
+        {"reasoning": "low"},
+        ("google-generative-ai",),
+    ),
+    (
+        "gemini-3-off-null",
+        "tool_turn",
+        {"id": "gemini-3-pro-preview", "thinkingLevelMap": {"off": None}},
+        {},
+        ("google-generative-ai",),
+    ),
+    (
+        "gemini-2.5-flash-high",
+        "tool_turn",
+        {"id": "gemini-2.5-flash"},
+        {"reasoning": "high"},
+        ("google-generative-ai",),
+    ),
+    ("gemini-2.5-pro-min", "tool_turn", {"id": "gemini-2.5-pro"}, {"reasoning": "minimal"}, ("google-generative-ai",)),
+    ("gemini-3-high", "tool_turn", {"id": "gemini-3-pro-preview"}, {"reasoning": "high"}, ("google-generative-ai",)),
+    ("gemini-3-off", "tool_turn", {"id": "gemini-3-pro-preview"}, {}, ("google-generative-ai",)),
+    ("gemini-3-images", "images", {"id": "gemini-3-flash-preview"}, {}, ("google-generative-ai",)),
+    ("gemini-2-images", "images", {"id": "gemini-2.5-flash"}, {}, ("google-generative-ai",)),
+]
+
+
+def _scenario_params() -> list[Any]:
+    return [pytest.param(api, sc, id=f"{api}-{sc[0]}") for sc in SCENARIOS for api in APIS if not sc[4] or api in sc[4]]
+
+
+@pytest.mark.parametrize(("api", "scenario"), _scenario_params())
+def test_varied_models_and_options_match_reference(
+    pi, server: ScriptedModelServer, api: str, scenario: Scenario
+) -> None:  # type: ignore[no-untyped-def]
+    _name, case, overrides, opts, _apis = scenario
+    server.reset()
+    model = server.model(api, reasoning=True, max_tokens=8192)  # type: ignore[arg-type]
+    model.update(overrides)  # type: ignore[typeddict-item]
+    ctx = context_for(case, model)  # type: ignore[arg-type]
+    ours_opts = StreamOptions(api_key=KEY, session_id="sess-1", **opts)
+    reply_case = "plain" if case == "plain" else "tool_turn"
+    server.expect(scripted_reply(reply_case), scripted_reply(reply_case))
+
+    ref = pi.op("requests_ops.streamOnce", model, ctx, ref_options(ours_opts))
+    our_events, ours = asyncio.run(_ours(model, ctx, ours_opts))  # type: ignore[arg-type]
+    server.assert_complete()
+    ref_req, our_req = server.requests
+    assert ref_req.path.replace("?beta=true", "") == our_req.path
+    _assert_known(diff(normalize(ref_req.body), normalize(our_req.body)), KNOWN_BODY.get(api, {}), f"{api} body")
+    assert ref["events"] == our_events
+    _assert_known(diff(final_view(ref["message"]), final_view(ours)), KNOWN_MESSAGE.get(api, {}), f"{api} message")

@@ -140,7 +140,12 @@ class AssistantMessageStream:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._run_producer())
         if self._signal is not None:
-            self._signal.add_listener(self._on_abort)
+            if self._signal.aborted:
+                # Cancelling a task that has not started yet would skip the producer entirely
+                # (no terminal event, consumers wait forever): let it run and see the signal.
+                self.cancel_requested = True
+            else:
+                self._signal.add_listener(self._on_abort)
 
     def _on_abort(self) -> None:
         self.cancel_requested = True

@@ -64,6 +64,9 @@ class Model(TypedDict):
     maxTokens: int
     headers: NotRequired[dict[str, str]]
     compat: NotRequired[dict[str, Any]]
+    thinkingLevelMap: NotRequired[dict[str, str | None]]
+    """Pi's per-level provider values: a string replaces the level's wire value, None marks the
+    level unsupported (e.g. `"off": None` for a model that cannot switch reasoning off)."""
     apiKey: NotRequired[str]
     """Only on user models: a literal key or the name of an environment variable holding it."""
 
@@ -161,6 +164,8 @@ def _user_model(provider: str, pconf: dict[str, Any], raw: dict[str, Any], where
         model["headers"] = {str(k): str(v) for k, v in headers.items()}
     if raw.get("compat") or pconf.get("compat"):
         model["compat"] = {**(pconf.get("compat") or {}), **(raw.get("compat") or {})}
+    if isinstance(raw.get("thinkingLevelMap"), dict):
+        model["thinkingLevelMap"] = dict(raw["thinkingLevelMap"])
     key = raw.get("apiKey", pconf.get("apiKey"))
     if isinstance(key, str) and key:
         model["apiKey"] = key

@@ -34,7 +34,8 @@ def test_build_request_cache_and_thinking() -> None:
     assert b["system"] == [{"type": "text", "text": "sys", "cache_control": ttl}]
     assert b["tools"][-1]["cache_control"] == ttl
     assert b["messages"][-1]["content"][-1]["cache_control"] == ttl
-    assert b["thinking"] == {"type": "enabled", "budget_tokens": 16384} and b["max_tokens"] == 64000
+    assert b["thinking"] == {"type": "enabled", "budget_tokens": 16384, "display": "summarized"}
+    assert b["max_tokens"] == 64000
 
 
 def test_no_cache_control_with_retention_none() -> None:

@@ -27,13 +27,15 @@ def test_build_request() -> None:
     assert req.url.endswith("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse")
     assert req.headers["x-goog-api-key"] == "gk" and "gk" not in req.url
     b = req.body
-    assert b["systemInstruction"] == {"parts": [{"text": "sys"}]}
+    assert b["systemInstruction"] == {"parts": [{"text": "sys"}], "role": "user"}
     assert b["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
     assert b["generationConfig"] == {
         "maxOutputTokens": 100,
         "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 2048},
     }
-    assert b["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"] == {"type": "object"}
+    # passed as given, as Pi does (the API takes JSON Schema there)
+    assert b["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"] == {"$schema": "x", "type": "object"}
+    assert "toolConfig" not in b  # only with a tool_choice
 
 
 def test_parse_thinking_text_calls_usage() -> None:

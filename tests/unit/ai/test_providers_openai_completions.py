@@ -60,7 +60,7 @@ def test_tool_history_is_replayed() -> None:
         ]
     }  # fmt: skip
     msgs = build_request(model, ctx, StreamOptions(), "k").body["messages"]  # type: ignore[arg-type]
-    assert msgs[1]["tool_calls"][0]["function"] == {"name": "ls", "arguments": '{"d": "."}'}
+    assert msgs[1]["tool_calls"][0]["function"] == {"name": "ls", "arguments": '{"d":"."}'}
     assert msgs[2] == {"role": "tool", "content": "(no tool output)", "tool_call_id": "c1"}
 
 

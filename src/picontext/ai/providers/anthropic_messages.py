@@ -27,6 +27,14 @@ from picontext.ai.providers._base import (
     split_system,
     start_http_stream,
 )
+from picontext.ai.providers.simple_options import (
+    adjust_max_tokens_for_thinking,
+    base_max_tokens,
+    clamp_max_tokens_to_context,
+    clamp_reasoning,
+    level_map,
+    requested_level,
+)
 from picontext.ai.providers.transform import transform_messages
 from picontext.ai.types import AssistantMessage
 
@@ -34,8 +42,6 @@ API = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
 INTERLEAVED_THINKING_BETA = "interleaved-thinking-2025-05-14"
 FINE_GRAINED_TOOL_STREAMING_BETA = "fine-grained-tool-streaming-2025-05-14"
-# Pi simple-options defaults for budget-based thinking.
-THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
 _MESSAGE_EVENTS = frozenset(
     {
         "message_start",
@@ -48,13 +54,39 @@ _MESSAGE_EVENTS = frozenset(
 )
 
 
-def cache_control(options: StreamOptions) -> dict[str, Any] | None:
+def _compat(model: Model) -> dict[str, Any]:
+    """Pi getAnthropicCompat: defaults, overridden by `model["compat"]`."""
+    openrouter = model["provider"] == "openrouter" or "openrouter.ai" in model["baseUrl"]
+    compat: dict[str, Any] = {
+        "supportsEagerToolInputStreaming": True,
+        "supportsLongCacheRetention": True,
+        "sendSessionAffinityHeaders": openrouter,
+        "sessionAffinityFormat": "openrouter" if openrouter else None,
+        "supportsCacheControlOnTools": True,
+        "supportsTemperature": True,
+        "allowEmptySignature": False,
+        "forceAdaptiveThinking": False,
+    }
+    for key, value in (model.get("compat") or {}).items():
+        if value is not None:
+            compat[key] = value
+    return compat
+
+
+def cache_control(options: StreamOptions, model: Model | None = None) -> dict[str, Any] | None:
     """The `cache_control` marker for the retention, or None ("none": no cache writes)."""
     if options.cache_retention == "none":
         return None
-    if options.cache_retention == "long":
+    if options.cache_retention == "long" and (model is None or _compat(model)["supportsLongCacheRetention"]):
         return {"type": "ephemeral", "ttl": "1h"}
     return {"type": "ephemeral"}
+
+
+def _effort(model: Model, level: str) -> str:
+    mapped = level_map(model).get(level)
+    if isinstance(mapped, str):
+        return mapped
+    return {"minimal": "low", "low": "low", "medium": "medium"}.get(level, "high")
 
 
 def _normalize_id(call_id: str, _model: Model, _source: dict[str, Any]) -> str:
@@ -156,10 +188,18 @@ def convert_messages(model: Model, messages: list[Any], cache: dict[str, Any] | 
 
 
 def build_body(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
-    """Pure: the JSON body of a streaming Messages request."""
-    cache = cache_control(options)
+    """Pure: the JSON body of a streaming Messages request (Pi streamSimple + buildParams)."""
+    compat = _compat(model)
+    cache = cache_control(options, model)
     system, rest = split_system(context)
-    max_tokens = options.max_tokens or model["maxTokens"]
+    level = requested_level(options.reasoning)
+    max_tokens = base_max_tokens(model, context, options.max_tokens)
+    budget = 0
+    if level is not None and not compat["forceAdaptiveThinking"]:
+        custom = {clamp_reasoning(level): options.thinking_budget_tokens} if options.thinking_budget_tokens else None
+        raised, budget = adjust_max_tokens_for_thinking(max_tokens, model["maxTokens"], level, custom)
+        max_tokens = clamp_max_tokens_to_context(model, context, raised)
+        budget = min(budget, max(0, max_tokens - 1024))
     body: dict[str, Any] = {
         "model": model["id"],
         "messages": convert_messages(model, rest, cache),
@@ -171,33 +211,34 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
         if cache:
             block["cache_control"] = cache
         body["system"] = [block]
-    thinking = model["reasoning"] and options.thinking is not None
-    if options.temperature is not None and not thinking:
+    if options.temperature is not None and level is None and compat["supportsTemperature"]:
         body["temperature"] = options.temperature  # incompatible with extended thinking
     tools = context_tools(context)
     if tools:
         converted = []
         for n, t in enumerate(tools):
             schema = t["parameters"] or {}
-            entry: dict[str, Any] = {
-                "name": t["name"],
-                "description": t["description"],
-                "input_schema": {
-                    "type": "object",
-                    "properties": schema.get("properties", {}),
-                    "required": schema.get("required", []),
-                },
+            entry: dict[str, Any] = {"name": t["name"], "description": t["description"]}
+            if compat["supportsEagerToolInputStreaming"]:
+                entry["eager_input_streaming"] = True
+            entry["input_schema"] = {
+                "type": "object",
+                "properties": schema.get("properties", {}),
+                "required": schema.get("required", []),
             }
-            if cache and n == len(tools) - 1:
+            if cache and compat["supportsCacheControlOnTools"] and n == len(tools) - 1:
                 entry["cache_control"] = cache
             converted.append(entry)
         body["tools"] = converted
-    if thinking:
-        budget = options.thinking_budget_tokens or THINKING_BUDGETS[options.thinking or "medium"]
-        if budget >= max_tokens:  # the budget must leave room for the answer
-            budget = max(1024, max_tokens - 1024)
-        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    if options.tool_choice is not None:
+    if model["reasoning"]:
+        if level is not None and compat["forceAdaptiveThinking"]:
+            body["thinking"] = {"type": "adaptive", "display": "summarized"}
+            body["output_config"] = {"effort": _effort(model, level)}
+        elif level is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget or 1024, "display": "summarized"}
+        elif not ("off" in level_map(model) and level_map(model)["off"] is None):
+            body["thinking"] = {"type": "disabled"}
+    if options.tool_choice:
         body["tool_choice"] = (
             {"type": options.tool_choice} if isinstance(options.tool_choice, str) else options.tool_choice
         )
@@ -207,10 +248,11 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
 def build_request(model: Model, context: Context, options: StreamOptions, api_key: str) -> ProviderRequest:
     """Pure: URL, headers and body. The key only goes into `x-api-key`."""
     body = build_body(model, context, options)
+    compat = _compat(model)
     betas = []
-    if "tools" in body:
+    if "tools" in body and not compat["supportsEagerToolInputStreaming"]:
         betas.append(FINE_GRAINED_TOOL_STREAMING_BETA)
-    if "thinking" in body:
+    if body.get("thinking", {}).get("type") == "enabled":
         betas.append(INTERLEAVED_THINKING_BETA)
     headers = {
         "content-type": "application/json",
@@ -284,9 +326,7 @@ class AnthropicParser:
             p["usage"]["output"] = u.get("output_tokens") or 0
             p["usage"]["cacheRead"] = u.get("cache_read_input_tokens") or 0
             p["usage"]["cacheWrite"] = u.get("cache_creation_input_tokens") or 0
-            long_write = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens") or 0
-            if long_write:
-                p["usage"]["cacheWrite1h"] = long_write
+            p["usage"]["cacheWrite1h"] = (u.get("cache_creation") or {}).get("ephemeral_1h_input_tokens") or 0
             self._usage_total()
             return []
         if kind == "content_block_start":

@@ -28,14 +28,13 @@ from picontext.ai.providers._base import (
     split_system,
     start_http_stream,
 )
+from picontext.ai.providers.simple_options import base_max_tokens, clamp_thinking_level, clamped_effort, level_map
 from picontext.ai.providers.transform import tool_result_text, transform_messages
 from picontext.ai.types import AssistantMessage
 
 API = "google-generative-ai"
-THINKING_BUDGETS = {"minimal": 128, "low": 2048, "medium": 8192, "high": 24576, "xhigh": 24576}
-_SCHEMA_META = frozenset(
-    {"$schema", "$id", "$anchor", "$dynamicAnchor", "$vocabulary", "$comment", "$defs", "definitions"}
-)
+_BASE64_SIGNATURE = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+_THINKING_LEVEL_MODEL = re.compile(r"gemini-3(?:\.\d+)?-(?:pro|flash)|gemma-?4")
 _GEMINI_MAJOR = re.compile(r"^gemini(?:-live)?-(\d+)")
 _ids = itertools.count(1)
 
@@ -45,18 +44,76 @@ def _requires_call_id(model_id: str) -> bool:
     return model_id.startswith(("claude-", "gpt-oss-")) or (m is not None and int(m.group(1)) >= 3)
 
 
+def _gemini_major(model_id: str) -> int | None:
+    m = _GEMINI_MAJOR.match(model_id.lower())
+    return int(m.group(1)) if m else None
+
+
+def _multimodal_function_response(model_id: str) -> bool:
+    major = _gemini_major(model_id)
+    return major is None or major >= 3
+
+
+def _signature(same: bool, sig: Any) -> str | None:
+    """A thought signature worth replaying: same model, valid base64 (Pi resolveThoughtSignature)."""
+    if same and isinstance(sig, str) and sig and len(sig) % 4 == 0 and _BASE64_SIGNATURE.match(sig):
+        return sig
+    return None
+
+
+def uses_thinking_level(model: Model) -> bool:
+    """Gemini 3 / Gemma 4 take a `thinkingLevel`; older models a token budget."""
+    mid = model["id"].lower()
+    return bool(_THINKING_LEVEL_MODEL.search(mid)) or mid in ("gemini-flash-latest", "gemini-flash-lite-latest")
+
+
+def _google_level(model: Model, level: str) -> str:
+    mapped = level_map(model).get(level)
+    resolved = mapped.lower() if isinstance(mapped, str) else level
+    if resolved not in ("minimal", "low", "medium", "high"):
+        raise ValueError(
+            f"Unsupported Google thinking level mapping for {model['provider']}/{model['id']}: {level} -> {mapped}"
+        )
+    return resolved
+
+
+def thinking_budget(model: Model, level: str, custom: int | None = None) -> int:
+    """Pi getGoogleBudget: per-family budgets for Gemini 2.5, else -1 (dynamic)."""
+    if custom is not None:
+        return custom
+    mid = model["id"]
+    if "2.5-pro" in mid:
+        return {"minimal": 128, "low": 2048, "medium": 8192, "high": 32768}[level]
+    if "2.5-flash-lite" in mid:
+        return {"minimal": 512, "low": 2048, "medium": 8192, "high": 24576}[level]
+    if "2.5-flash" in mid:
+        return {"minimal": 128, "low": 2048, "medium": 8192, "high": 24576}[level]
+    return -1
+
+
+def thinking_config(model: Model, options: StreamOptions) -> dict[str, Any] | None:
+    """`generationConfig.thinkingConfig`: on at the clamped level, or explicitly off."""
+    if not model["reasoning"]:
+        return None
+    effort = clamped_effort(model, options.reasoning)
+    if effort is None:
+        if not uses_thinking_level(model) or clamp_thinking_level(model, "off") == "off":
+            return {"thinkingBudget": 0}
+        return {"thinkingLevel": _google_level(model, clamp_thinking_level(model, "off")).upper()}
+    level = _google_level(model, effort)
+    if uses_thinking_level(model):
+        return {"includeThoughts": True, "thinkingLevel": level.upper()}
+    return {"includeThoughts": True, "thinkingBudget": thinking_budget(model, level, options.thinking_budget_tokens)}
+
+
 def _normalize_id(call_id: str, model: Model, _source: dict[str, Any]) -> str:
     if not _requires_call_id(model["id"]):
         return call_id
     return re.sub(r"[^a-zA-Z0-9_-]", "_", call_id)[:64]
 
 
-def _strip_schema(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _strip_schema(v) for k, v in schema.items() if k not in _SCHEMA_META}
-    if isinstance(schema, list):
-        return [_strip_schema(v) for v in schema]
-    return schema
+def _inline(block: dict[str, Any]) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": block["mimeType"], "data": block["data"]}}
 
 
 def convert_contents(model: Model, messages: list[Any]) -> list[dict[str, Any]]:
@@ -69,12 +126,7 @@ def convert_contents(model: Model, messages: list[Any]) -> list[dict[str, Any]]:
             if isinstance(msg["content"], str):
                 contents.append({"role": "user", "parts": [{"text": msg["content"]}]})
                 continue
-            parts = []
-            for it in msg["content"]:
-                if it.get("type") == "text":
-                    parts.append({"text": it["text"]})
-                elif it.get("type") == "image":
-                    parts.append({"inlineData": {"mimeType": it["mimeType"], "data": it["data"]}})
+            parts = [{"text": it.get("text", "")} if it.get("type") == "text" else _inline(it) for it in msg["content"]]
             if parts:
                 contents.append({"role": "user", "parts": parts})
         elif role == "assistant":
@@ -83,37 +135,42 @@ def convert_contents(model: Model, messages: list[Any]) -> list[dict[str, Any]]:
             for b in msg["content"]:
                 kind = b.get("type")
                 if kind == "text":
-                    sig = b.get("textSignature") if same else None
+                    sig = _signature(same, b.get("textSignature"))
                     if not b["text"].strip() and not sig:
                         continue
                     parts.append({"text": b["text"], **({"thoughtSignature": sig} if sig else {})})
                 elif kind == "thinking":
-                    if not b["thinking"].strip():
-                        continue
                     if same:
-                        sig = b.get("thinkingSignature")
+                        sig = _signature(same, b.get("thinkingSignature"))
+                        if not b["thinking"].strip() and not sig:
+                            continue
                         parts.append(
                             {"thought": True, "text": b["thinking"], **({"thoughtSignature": sig} if sig else {})}
                         )
-                    else:
+                    elif b["thinking"].strip():
                         parts.append({"text": b["thinking"]})
                 elif kind == "toolCall":
                     call: dict[str, Any] = {"name": b["name"], "args": b.get("arguments") or {}}
                     if with_id:
                         call["id"] = b["id"]
                     part: dict[str, Any] = {"functionCall": call}
-                    if same and b.get("thoughtSignature"):
-                        part["thoughtSignature"] = b["thoughtSignature"]
+                    sig = _signature(same, b.get("thoughtSignature"))
+                    if sig:
+                        part["thoughtSignature"] = sig
                     parts.append(part)
             if parts:
                 contents.append({"role": "model", "parts": parts})
         elif role == "toolResult":
-            text, has_images = tool_result_text(msg["content"])
-            value = text or ("(see attached image)" if has_images else "")
+            text, _ = tool_result_text(msg["content"])
+            images = [b for b in msg["content"] if b.get("type") == "image"] if "image" in model["input"] else []
+            multimodal = _multimodal_function_response(model["id"])
+            value = text or ("(see attached image)" if images else "")
             response: dict[str, Any] = {
                 "name": msg["toolName"],
                 "response": {"error": value} if msg.get("isError") else {"output": value},
             }
+            if images and multimodal:
+                response["parts"] = [_inline(b) for b in images]
             if with_id:
                 response["id"] = msg["toolCallId"]
             fr = {"functionResponse": response}
@@ -122,42 +179,44 @@ def convert_contents(model: Model, messages: list[Any]) -> list[dict[str, Any]]:
                 last["parts"].append(fr)
             else:
                 contents.append({"role": "user", "parts": [fr]})
+            if images and not multimodal:
+                contents.append(
+                    {"role": "user", "parts": [{"text": "Tool result image:"}, *(_inline(b) for b in images)]}
+                )
     return contents
 
 
+_TOOL_CHOICE_MODES = {"auto": "AUTO", "none": "NONE", "any": "ANY"}
+
+
 def build_body(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
-    """Pure: the JSON body of a streamGenerateContent request."""
+    """Pure: the JSON body of a streamGenerateContent request (Pi streamSimple + buildParams, as
+    the @google/genai SDK serialises it)."""
     system, rest = split_system(context)
     body: dict[str, Any] = {"contents": convert_contents(model, rest)}
     if system:
-        body["systemInstruction"] = {"parts": [{"text": system}]}
+        body["systemInstruction"] = {"parts": [{"text": system}], "role": "user"}
     gen: dict[str, Any] = {}
     if options.temperature is not None:
         gen["temperature"] = options.temperature
-    if options.max_tokens is not None:
-        gen["maxOutputTokens"] = options.max_tokens
-    if model["reasoning"] and options.thinking:
-        budget = options.thinking_budget_tokens or THINKING_BUDGETS[options.thinking]
-        gen["thinkingConfig"] = {"includeThoughts": True, "thinkingBudget": budget}
-    elif model["reasoning"] and options.reasoning == "off":
-        gen["thinkingConfig"] = {"thinkingBudget": 0}
-    if gen:
-        body["generationConfig"] = gen
+    gen["maxOutputTokens"] = base_max_tokens(model, context, options.max_tokens)
+    thinking = thinking_config(model, options)
+    if thinking is not None:
+        gen["thinkingConfig"] = thinking
+    body["generationConfig"] = gen
     tools = context_tools(context)
     if tools:
         body["tools"] = [
             {
                 "functionDeclarations": [
-                    {
-                        "name": t["name"],
-                        "description": t["description"],
-                        "parametersJsonSchema": _strip_schema(t["parameters"]),
-                    }
+                    {"name": t["name"], "description": t["description"], "parametersJsonSchema": t["parameters"]}
                     for t in tools
                 ]
             }
         ]
-        body["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
+        if options.tool_choice:
+            mode = _TOOL_CHOICE_MODES.get(options.tool_choice, "AUTO")
+            body["toolConfig"] = {"functionCallingConfig": {"mode": mode}}
     return body
 
 

@@ -13,6 +13,7 @@ stop/end → stop, length → length, tool_calls/function_call → toolUse, anyt
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from picontext.ai._http import ProviderRequest, SseEvent, join_url
@@ -28,139 +29,382 @@ from picontext.ai.providers._base import (
     split_system,
     start_http_stream,
 )
+from picontext.ai.providers.simple_options import (
+    base_max_tokens,
+    clamp_budget_to_answer_room,
+    clamped_effort,
+    js_json,
+    level_map,
+    short_hash,
+    thinking_budget_for_level,
+)
 from picontext.ai.providers.transform import tool_result_text, transform_messages
-from picontext.ai.types import AssistantMessage, Usage
+from picontext.ai.types import AssistantMessage, Tool, Usage
 
 API = "openai-completions"
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
-# Servers that reject `max_completion_tokens` / the `developer` role / `store` (Pi detectCompat).
-_MAX_TOKENS_HOSTS = ("deepseek.com", "moonshot.", "together.", "chutes.ai", "nvidia.com", "z.ai", "bigmodel.cn")
-_NON_STANDARD_HOSTS = (*_MAX_TOKENS_HOSTS, "cerebras.ai", "api.x.ai", "opencode.ai")
+_REASONING_DETAIL_TYPES = {"reasoning.summary": "summary", "reasoning.encrypted": "data", "reasoning.text": "text"}
 
 
 def _compat(model: Model) -> dict[str, Any]:
-    base = model["baseUrl"]
-    non_standard = any(h in base for h in _NON_STANDARD_HOSTS) or model["provider"] in (
-        "cerebras",
-        "xai",
-        "deepseek",
-        "together",
-        "zai",
-        "moonshotai",
+    """Pi detectCompat: settings from the provider name and baseUrl; `model["compat"]` wins."""
+    provider, base, mid = model["provider"], model["baseUrl"], model["id"]
+    zai = provider in ("zai", "zai-coding-cn") or "api.z.ai" in base or "open.bigmodel.cn" in base
+    together = provider == "together" or "api.together.ai" in base or "api.together.xyz" in base
+    moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in base
+    openrouter = provider == "openrouter" or "openrouter.ai" in base
+    cf_workers = provider == "cloudflare-workers-ai" or "api.cloudflare.com" in base
+    cf_gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in base
+    nvidia = provider == "nvidia" or "integrate.api.nvidia.com" in base
+    ant_ling = provider == "ant-ling" or "api.ant-ling.com" in base
+    cerebras = provider == "cerebras" or "cerebras.ai" in base
+    deepseek = provider == "deepseek" or "deepseek.com" in base.lower()
+    grok = provider == "xai" or "api.x.ai" in base
+    non_standard = (
+        nvidia
+        or cerebras
+        or grok
+        or together
+        or "chutes.ai" in base
+        or deepseek
+        or zai
+        or moonshot
+        or provider == "opencode"
+        or "opencode.ai" in base
+        or cf_workers
+        or cf_gateway
+        or ant_ling
     )
-    openrouter = model["provider"] == "openrouter" or "openrouter.ai" in base
+    use_max_tokens = "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai
+    thinking_format = (
+        "deepseek"
+        if deepseek
+        else "zai"
+        if zai
+        else "together"
+        if together
+        else "ant-ling"
+        if ant_ling
+        else "openrouter"
+        if openrouter
+        else "openai"
+    )
     compat: dict[str, Any] = {
-        "supportsStore": not non_standard and "api.openai.com" in base,
-        "supportsDeveloperRole": not non_standard and not openrouter and "api.openai.com" in base,
-        "maxTokensField": "max_tokens" if any(h in base for h in _MAX_TOKENS_HOSTS) else "max_completion_tokens",
+        "supportsStore": not non_standard,
+        "supportsDeveloperRole": (openrouter and mid.startswith(("anthropic/", "openai/")))
+        or (not non_standard and not openrouter),
+        "supportsReasoningEffort": not (grok or zai or moonshot or together or cf_gateway or nvidia or ant_ling),
         "supportsUsageInStreaming": True,
-        "supportsReasoningEffort": model["provider"] not in ("xai", "zai", "moonshotai", "together"),
+        "supportsFinishReason": True,
+        "maxTokensField": "max_tokens" if use_max_tokens else "max_completion_tokens",
+        "requiresToolResultName": False,
+        "requiresAssistantAfterToolResult": False,
+        "requiresThinkingAsText": False,
+        "requiresReasoningContentOnAssistantMessages": deepseek,
+        "thinkingFormat": thinking_format,
+        "supportsThinkingTokenBudget": False,
+        "thinkingTokenBudgetField": None,
+        "supportsStrictMode": False,
+        "cacheControlFormat": "anthropic" if provider == "openrouter" and mid.startswith("anthropic/") else None,
+        "sendSessionAffinityHeaders": openrouter,
+        "sessionAffinityFormat": "openrouter" if openrouter else "openai",
+        "supportsLongCacheRetention": not (together or cf_workers or cf_gateway or nvidia or ant_ling),
+        "chatTemplateKwargs": {},
     }
-    compat.update(model.get("compat") or {})
+    for key, value in (model.get("compat") or {}).items():
+        if value is not None:
+            compat[key] = value
     return compat
+
+
+def _clean(part: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", part)
 
 
 def _normalize_id(call_id: str, model: Model, _source: dict[str, Any]) -> str:
     if "|" in call_id:  # OpenAI Responses ids are "call|item"
         call, _, item = call_id.partition("|")
-        clean = lambda s: "".join(c if c.isalnum() or c in "_-" else "_" for c in s)  # noqa: E731
-        combined = f"{clean(call)}_{clean(item)}" if item else clean(call)
-        return combined[:40]
+        combined = f"{_clean(call)}_{_clean(item)}" if item else _clean(call)
+        if len(combined) <= 40:
+            return combined
+        digest = short_hash(call_id)[:8]
+        return f"{_clean(call)[: max(1, 40 - len(digest) - 1)]}_{digest}"
     return call_id[:40] if model["provider"] == "openai" else call_id
 
 
-def convert_messages(model: Model, context: Context) -> list[dict[str, Any]]:
+def _reasoning_details(signature: Any) -> list[dict[str, Any]] | None:
+    """A `thinkingSignature` holding OpenRouter-style `reasoning_details`, parsed; else None."""
+    if not isinstance(signature, str) or not signature:
+        return None
+    try:
+        parsed = json.loads(signature)
+    except ValueError:
+        return None
+    if not isinstance(parsed, list) or not parsed:
+        return None
+    for d in parsed:
+        field_name = _REASONING_DETAIL_TYPES.get(d.get("type")) if isinstance(d, dict) else None
+        if field_name is None or not isinstance(d.get(field_name), str):
+            return None
+    return parsed
+
+
+def _user_parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "text", "text": item.get("text", "")}
+        if item.get("type") == "text"
+        else {"type": "image_url", "image_url": {"url": f"data:{item['mimeType']};base64,{item['data']}"}}
+        for item in content
+    ]
+
+
+def convert_messages(model: Model, context: Context, compat: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Pure: the `messages` array (system prompt first)."""
-    compat = _compat(model)
+    compat = compat or _compat(model)
     system, rest = split_system(context)
     out: list[dict[str, Any]] = []
     if system:
         role = "developer" if model["reasoning"] and compat["supportsDeveloperRole"] else "system"
         out.append({"role": role, "content": system})
-    for msg in transform_messages(rest, model, _normalize_id):
+    msgs = transform_messages(rest, model, _normalize_id)
+    last_role: str | None = None
+    i = 0
+    while i < len(msgs):
+        msg = msgs[i]
         role = msg["role"]
+        if compat["requiresAssistantAfterToolResult"] and last_role == "toolResult" and role == "user":
+            out.append({"role": "assistant", "content": "I have processed the tool results."})
         if role == "user":
             if isinstance(msg["content"], str):
                 out.append({"role": "user", "content": msg["content"]})
-                continue
-            parts = []
-            for item in msg["content"]:
-                if item.get("type") == "text":
-                    if item["text"]:
-                        parts.append({"type": "text", "text": item["text"]})
-                elif item.get("type") == "image":
-                    parts.append(
-                        {"type": "image_url", "image_url": {"url": f"data:{item['mimeType']};base64,{item['data']}"}}
-                    )
-            if parts:
-                out.append({"role": "user", "content": parts})
+            elif msg["content"]:
+                out.append({"role": "user", "content": _user_parts(msg["content"])})
+            else:
+                i += 1
+                continue  # Pi skips an empty user message without updating the last role
         elif role == "assistant":
-            entry: dict[str, Any] = {"role": "assistant", "content": None}
-            text = "".join(b["text"] for b in msg["content"] if b.get("type") == "text" and b["text"].strip())
-            thinking = [b for b in msg["content"] if b.get("type") == "thinking" and b["thinking"].strip()]
-            if text:
-                entry["content"] = text
-            if thinking:
-                sig = thinking[0].get("thinkingSignature")
-                if sig in _REASONING_FIELDS:  # replay reasoning in the field it came from
-                    entry[sig] = "\n".join(b["thinking"] for b in thinking)
-            calls = [b for b in msg["content"] if b.get("type") == "toolCall"]
-            if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments") or {})},
-                    }
-                    for c in calls
-                ]
-            if entry["content"] is None and not calls:
+            entry = _assistant_entry(model, msg, compat)
+            if entry is None:
+                i += 1
                 continue
             out.append(entry)
         elif role == "toolResult":
-            text, has_images = tool_result_text(msg["content"])
-            out.append(
-                {
+            images: list[dict[str, Any]] = []
+            while i < len(msgs) and msgs[i]["role"] == "toolResult":
+                tr = msgs[i]
+                text, has_images = tool_result_text(tr["content"])
+                item: dict[str, Any] = {
                     "role": "tool",
                     "content": text or ("(see attached image)" if has_images else "(no tool output)"),
-                    "tool_call_id": msg["toolCallId"],
+                    "tool_call_id": tr["toolCallId"],
                 }
-            )
+                if compat["requiresToolResultName"] and tr.get("toolName"):
+                    item["name"] = tr["toolName"]
+                out.append(item)
+                if has_images and "image" in model["input"]:
+                    images += _user_parts([b for b in tr["content"] if b.get("type") == "image"])
+                i += 1
+            if images:
+                if compat["requiresAssistantAfterToolResult"]:
+                    out.append({"role": "assistant", "content": "I have processed the tool results."})
+                intro = {"type": "text", "text": "Attached image(s) from tool result:"}
+                out.append({"role": "user", "content": [intro, *images]})
+                last_role = "user"
+            else:
+                last_role = "toolResult"
+            continue
+        last_role = role
+        i += 1
     return out
 
 
+def _assistant_entry(model: Model, msg: dict[str, Any], compat: dict[str, Any]) -> dict[str, Any] | None:
+    entry: dict[str, Any] = {"role": "assistant", "content": "" if compat["requiresAssistantAfterToolResult"] else None}
+    texts = [b["text"] for b in msg["content"] if b.get("type") == "text" and b["text"].strip()]
+    text = "".join(texts)
+    thinking = [b for b in msg["content"] if b.get("type") == "thinking"]
+    calls = [b for b in msg["content"] if b.get("type") == "toolCall"]
+    details = next((d for d in (_reasoning_details(b.get("thinkingSignature")) for b in thinking) if d), None)
+    if details is None:
+        legacy = []
+        for c in calls:
+            d = _reasoning_details(f"[{c['thoughtSignature']}]") if c.get("thoughtSignature") else None
+            if d and d[0]["type"] == "reasoning.encrypted" and d[0].get("id") and d[0]["data"]:
+                legacy.append(d[0])
+        details = legacy or None
+    non_empty = [b for b in thinking if b["thinking"].strip()]
+    if non_empty and compat["requiresThinkingAsText"]:
+        entry["content"] = [
+            {"type": "text", "text": "\n\n".join(b["thinking"] for b in non_empty)},
+            *({"type": "text", "text": t} for t in texts),
+        ]
+    else:
+        if text:
+            entry["content"] = text
+        if non_empty and details is None:
+            sig = non_empty[0].get("thinkingSignature")
+            if model["provider"] == "opencode-go" and sig == "reasoning":
+                sig = "reasoning_content"
+            if sig in _REASONING_FIELDS:  # replay reasoning in the field it came from
+                entry[sig] = "\n".join(b["thinking"] for b in non_empty)
+    if calls:
+        entry["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": js_json(c["arguments"])}}
+            for c in calls
+        ]
+    if details:
+        entry["reasoning_details"] = details
+    needs_reasoning = compat["requiresReasoningContentOnAssistantMessages"] and model["reasoning"]
+    if needs_reasoning and "reasoning_content" not in entry:
+        entry["reasoning_content"] = ""
+    if not entry["content"] and not calls:
+        return None
+    return entry
+
+
+def _has_tool_history(messages: list[Any]) -> bool:
+    return any(
+        m["role"] == "toolResult"
+        or (m["role"] == "assistant" and any(b.get("type") == "toolCall" for b in m.get("content") or []))
+        for m in messages
+    )
+
+
+def _apply_cache_control(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, cc: dict[str, Any]
+) -> None:
+    """OpenRouter's Anthropic models: breakpoints on the system prompt, the last tool, the last message."""
+
+    def mark(message: dict[str, Any]) -> bool:
+        content = message.get("content")
+        if isinstance(content, str):
+            if not content:
+                return False
+            message["content"] = [{"type": "text", "text": content, "cache_control": cc}]
+            return True
+        if isinstance(content, list):
+            for part in reversed(content):
+                if part.get("type") == "text":
+                    part["cache_control"] = cc
+                    return True
+        return False
+
+    for m in messages:
+        if m["role"] in ("system", "developer"):
+            mark(m)
+            break
+    if tools:
+        tools[-1]["cache_control"] = cc
+    for m in reversed(messages):
+        if m["role"] in ("user", "assistant", "tool") and mark(m):
+            break
+
+
 def build_body(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
-    """Pure: the JSON body of a streaming chat completion."""
+    """Pure: the JSON body of a streaming chat completion (Pi streamSimple + buildParams)."""
     compat = _compat(model)
-    body: dict[str, Any] = {"model": model["id"], "messages": convert_messages(model, context), "stream": True}
-    if options.cache_session_id and "api.openai.com" in model["baseUrl"]:
-        body["prompt_cache_key"] = options.cache_session_id[:64]
-    if options.cache_retention == "long" and "api.openai.com" in model["baseUrl"]:
+    retention = options.cache_retention
+    messages = convert_messages(model, context, compat)
+    body: dict[str, Any] = {"model": model["id"], "messages": messages, "stream": True}
+    long_cache = retention == "long" and compat["supportsLongCacheRetention"]
+    if options.session_id and (("api.openai.com" in model["baseUrl"] and retention != "none") or long_cache):
+        body["prompt_cache_key"] = options.session_id[:64]
+    if long_cache:
         body["prompt_cache_retention"] = "24h"
-    if compat["supportsUsageInStreaming"]:
+    if compat["supportsUsageInStreaming"] is not False:
         body["stream_options"] = {"include_usage": True}
     if compat["supportsStore"]:
         body["store"] = False
-    if options.max_tokens:
-        body[compat["maxTokensField"]] = options.max_tokens
+    max_tokens = base_max_tokens(model, context, options.max_tokens)
+    if max_tokens:
+        body[compat["maxTokensField"]] = max_tokens
     if options.temperature is not None:
         body["temperature"] = options.temperature
     tools = context_tools(context)
     if tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
-            }
-            for t in tools
-        ]
-    elif any(m["role"] == "toolResult" for m in context["messages"]):
+        body["tools"] = [_tool(t, compat) for t in tools]
+        if compat.get("zaiToolStream"):
+            body["tool_stream"] = True
+    elif _has_tool_history(context["messages"]):
         body["tools"] = []  # proxies in front of Anthropic need it when history has tool calls
-    if options.tool_choice is not None:
+    if compat["cacheControlFormat"] == "anthropic" and retention != "none":
+        cc: dict[str, Any] = {"type": "ephemeral", **({"ttl": "1h"} if long_cache else {})}
+        _apply_cache_control(messages, body.get("tools"), cc)
+    if options.tool_choice:
         body["tool_choice"] = options.tool_choice
-    if model["reasoning"] and options.thinking and compat["supportsReasoningEffort"]:
-        body["reasoning_effort"] = "high" if options.thinking == "xhigh" else options.thinking
+    if compat.get("vllmPriority") is not None:
+        body["priority"] = compat["vllmPriority"]
+    _apply_reasoning(model, options, compat, body)
+    if compat.get("openRouterRouting"):
+        body["provider"] = compat["openRouterRouting"]
     return body
+
+
+def _tool(t: Tool, compat: dict[str, Any]) -> dict[str, Any]:
+    fn: dict[str, Any] = {"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+    if compat["supportsStrictMode"] is not False:
+        fn["strict"] = False
+    return {"type": "function", "function": fn}
+
+
+def _apply_reasoning(model: Model, options: StreamOptions, compat: dict[str, Any], body: dict[str, Any]) -> None:
+    """The reasoning parameters in the server's dialect (`compat.thinkingFormat`), on or off."""
+    effort = clamped_effort(model, options.reasoning)
+    mapping = level_map(model)
+    fmt = compat["thinkingFormat"]
+    reasoning = model["reasoning"]
+    supports_effort = compat["supportsReasoningEffort"]
+    mapped = mapping.get(effort, effort) if effort else None
+    off_value = mapping.get("off", "<unset>")
+    if not reasoning:
+        pass
+    elif fmt == "zai":
+        body["thinking"] = {"type": "enabled", "clear_thinking": False} if effort else {"type": "disabled"}
+        if effort and supports_effort and isinstance(mapped, str):
+            body["reasoning_effort"] = mapped
+    elif fmt == "qwen":
+        body["enable_thinking"] = bool(effort)
+        if effort and supports_effort and isinstance(mapped, str):
+            body["reasoning_effort"] = mapped
+    elif fmt == "qwen-chat-template":
+        body["chat_template_kwargs"] = {"enable_thinking": bool(effort), "preserve_thinking": True}
+    elif fmt == "deepseek":
+        if effort:
+            body["thinking"] = {"type": "enabled"}
+        elif off_value is not None:
+            body["thinking"] = {"type": "disabled"}
+        if effort and supports_effort:
+            body["reasoning_effort"] = mapped
+    elif fmt == "openrouter":
+        if effort:
+            body["reasoning"] = {"effort": mapped}
+        elif off_value is not None:
+            body["reasoning"] = {"effort": "none" if off_value == "<unset>" else off_value}
+    elif fmt == "ant-ling":
+        if effort and isinstance(mapping.get(effort), str):
+            body["reasoning"] = {"effort": mapping[effort]}
+    elif fmt == "together":
+        body["reasoning"] = {"enabled": bool(effort)}
+        if effort and supports_effort:
+            body["reasoning_effort"] = mapped
+    elif fmt == "string-thinking":
+        if effort:
+            body["thinking"] = mapped
+        elif off_value is not None:
+            body["thinking"] = "none" if off_value == "<unset>" else off_value
+    elif effort and supports_effort:
+        body["reasoning_effort"] = mapped
+    elif not effort and supports_effort and isinstance(off_value, str) and off_value != "<unset>":
+        body["reasoning_effort"] = off_value
+    budget_field = compat.get("thinkingTokenBudgetField") or (
+        "thinking_token_budget" if compat.get("supportsThinkingTokenBudget") else None
+    )
+    if budget_field and effort and reasoning:
+        ceiling = body.get("max_tokens") or body.get("max_completion_tokens") or model["maxTokens"]
+        custom = {effort: options.thinking_budget_tokens} if options.thinking_budget_tokens else None
+        budget = clamp_budget_to_answer_room(thinking_budget_for_level(effort, custom), ceiling)
+        if budget > 0:
+            body[budget_field] = budget
 
 
 def build_request(model: Model, context: Context, options: StreamOptions, api_key: str) -> ProviderRequest:
@@ -168,8 +412,16 @@ def build_request(model: Model, context: Context, options: StreamOptions, api_ke
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
-    if options.cache_session_id and (model["provider"] == "openrouter" or "openrouter.ai" in model["baseUrl"]):
-        headers["x-session-id"] = options.cache_session_id
+    compat = _compat(model)
+    session = options.cache_session_id
+    if session and compat["sendSessionAffinityHeaders"]:
+        if compat["sessionAffinityFormat"] == "openrouter":
+            headers["x-session-id"] = session
+        else:
+            if compat["sessionAffinityFormat"] == "openai":
+                headers["session_id"] = session
+            headers["x-client-request-id"] = session
+            headers["x-session-affinity"] = session
     headers.update(model.get("headers") or {})
     headers.update(options.headers)
     return ProviderRequest(

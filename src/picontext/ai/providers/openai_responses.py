@@ -27,56 +27,109 @@ from picontext.ai.providers._base import (
     split_system,
     start_http_stream,
 )
+from picontext.ai.providers.simple_options import base_max_tokens, clamped_effort, js_json, level_map, short_hash
 from picontext.ai.providers.transform import tool_result_text, transform_messages
 from picontext.ai.types import AssistantMessage
 
 API = "openai-responses"
 MIN_OUTPUT_TOKENS = 16  # the API rejects smaller max_output_tokens (Pi issue #6265)
+_TOOL_CALL_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 _ID_PART = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _compat(model: Model) -> dict[str, Any]:
+    """Pi getCompat for Responses: defaults, overridden by `model["compat"]`."""
+    openrouter = model["provider"] == "openrouter" or "openrouter.ai" in model["baseUrl"]
+    compat: dict[str, Any] = {
+        "supportsDeveloperRole": True,
+        "sessionAffinityFormat": "openrouter" if openrouter else "openai",
+        "supportsLongCacheRetention": True,
+        "supportsStrictMode": False,
+        "supportsExplicitPromptCacheMode": False,
+        "supportsMaxOutputTokens": True,
+    }
+    for key, value in (model.get("compat") or {}).items():
+        if value is not None:
+            compat[key] = value
+    return compat
 
 
 def _id_part(part: str) -> str:
     return _ID_PART.sub("_", part)[:64].rstrip("_")
 
 
-def _normalize_id(call_id: str, model: Model, source: dict[str, Any]) -> str:
-    if "|" not in call_id:
-        return _id_part(call_id)
-    call, _, item = call_id.partition("|")
-    item = _id_part(item)
-    if not item.startswith("fc_"):
-        item = _id_part(f"fc_{item}")
-    return f"{_id_part(call)}|{item}"
+def _make_normalize_id(model: Model) -> Any:
+    def normalize(call_id: str, _target: Model, source: dict[str, Any]) -> str:
+        if model["provider"] not in _TOOL_CALL_PROVIDERS or "|" not in call_id:
+            return _id_part(call_id)
+        call, item = call_id.split("|")[:2]
+        foreign = source.get("provider") != model["provider"] or source.get("api") != model["api"]
+        item = f"fc_{short_hash(item)}"[:64] if foreign else _id_part(item)
+        if not item.startswith("fc_"):
+            item = _id_part(f"fc_{item}")
+        return f"{_id_part(call)}|{item}"
+
+    return normalize
+
+
+def _text_signature(sig: str | None) -> tuple[str | None, str | None]:
+    """(message id, phase) from a text block's `textSignature` (Pi parseTextSignature)."""
+    if not sig:
+        return None, None
+    if sig.startswith("{"):
+        try:
+            parsed = json.loads(sig)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("v") == 1 and isinstance(parsed.get("id"), str):
+            phase = parsed.get("phase")
+            return parsed["id"], phase if phase in ("commentary", "final_answer") else None
+    return sig, None
+
+
+def _tool_output(model: Model, content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    text, _ = tool_result_text(content)
+    images = [b for b in content if b.get("type") == "image"]
+    if not images or "image" not in model["input"]:
+        return text or ("(see attached image)" if images else "(no tool output)")
+    out: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+    for b in images:
+        out.append({"type": "input_image", "detail": "auto", "image_url": f"data:{b['mimeType']};base64,{b['data']}"})
+    return out
 
 
 def convert_input(model: Model, context: Context) -> list[dict[str, Any]]:
     """Pure: the `input` item list (system prompt first, as a system/developer message)."""
+    compat = model.get("compat") or {}
     system, rest = split_system(context)
     items: list[dict[str, Any]] = []
     if system:
-        items.append({"role": "developer" if model["reasoning"] else "system", "content": system})
+        role = "developer" if model["reasoning"] and compat.get("supportsDeveloperRole") is not False else "system"
+        items.append({"role": role, "content": system})
     msg_index = 0
-    for msg in transform_messages(rest, model, _normalize_id):
+    for msg in transform_messages(rest, model, _make_normalize_id(model)):
         role = msg["role"]
         if role == "user":
             if isinstance(msg["content"], str):
                 items.append({"role": "user", "content": [{"type": "input_text", "text": msg["content"]}]})
+            elif msg["content"]:
+                parts = [
+                    {"type": "input_text", "text": it.get("text", "")}
+                    if it.get("type") == "text"
+                    else {
+                        "type": "input_image",
+                        "detail": "auto",
+                        "image_url": f"data:{it['mimeType']};base64,{it['data']}",
+                    }
+                    for it in msg["content"]
+                ]
+                items.append({"role": "user", "content": parts})
             else:
-                parts = []
-                for it in msg["content"]:
-                    if it.get("type") == "text":
-                        parts.append({"type": "input_text", "text": it["text"]})
-                    elif it.get("type") == "image":
-                        parts.append(
-                            {
-                                "type": "input_image",
-                                "detail": "auto",
-                                "image_url": f"data:{it['mimeType']};base64,{it['data']}",
-                            }
-                        )
-                if parts:
-                    items.append({"role": "user", "content": parts})
+                continue  # Pi skips it without counting it
         elif role == "assistant":
+            same_api = msg.get("provider") == model["provider"] and msg.get("api") == model["api"]
+            same_model = same_api and msg.get("model") == model["id"]
+            different_model = same_api and msg.get("model") != model["id"]
             n_text = 0
             for b in msg["content"]:
                 kind = b.get("type")
@@ -86,45 +139,37 @@ def convert_input(model: Model, context: Context) -> list[dict[str, Any]]:
                     except ValueError:
                         pass
                 elif kind == "text":
-                    sig = b.get("textSignature") or ""
-                    mid = None
-                    if sig.startswith("{"):
-                        try:
-                            mid = json.loads(sig).get("id")
-                        except ValueError:
-                            mid = None
-                    elif sig:
-                        mid = sig
+                    mid, phase = _text_signature(b.get("textSignature"))
                     if not mid:
                         mid = f"msg_pi_{msg_index}" if n_text == 0 else f"msg_pi_{msg_index}_{n_text}"
+                    elif len(mid) > 64:
+                        mid = f"msg_{short_hash(mid)}"
                     n_text += 1
-                    items.append(
-                        {
-                            "type": "message",
-                            "role": "assistant",
-                            "content": [{"type": "output_text", "text": b["text"], "annotations": []}],
-                            "status": "completed",
-                            "id": mid[:64],
-                        }
-                    )
+                    item: dict[str, Any] = {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": b["text"], "annotations": []}],
+                        "status": "completed",
+                        "id": mid,
+                    }
+                    if phase:
+                        item["phase"] = phase
+                    items.append(item)
                 elif kind == "toolCall":
                     call_id, _, item_id = b["id"].partition("|")
-                    entry: dict[str, Any] = {
-                        "type": "function_call",
-                        "call_id": call_id,
-                        "name": b["name"],
-                        "arguments": json.dumps(b.get("arguments") or {}),
-                    }
-                    if item_id.startswith("fc_"):
-                        entry["id"] = item_id
+                    entry: dict[str, Any] = {"type": "function_call"}
+                    if item_id.startswith("fc_") and not different_model:
+                        entry["id"] = item_id.split("|")[0]
+                    entry.update({"call_id": call_id, "name": b["name"], "arguments": js_json(b["arguments"])})
+                    if same_model and b.get("namespace") is not None:
+                        entry["namespace"] = b["namespace"]
                     items.append(entry)
         elif role == "toolResult":
-            text, has_images = tool_result_text(msg["content"])
             items.append(
                 {
                     "type": "function_call_output",
-                    "call_id": msg["toolCallId"].partition("|")[0],
-                    "output": text or ("(see attached image)" if has_images else "(no tool output)"),
+                    "call_id": msg["toolCallId"].split("|")[0],
+                    "output": _tool_output(model, msg["content"]),
                 }
             )
         msg_index += 1
@@ -132,34 +177,50 @@ def convert_input(model: Model, context: Context) -> list[dict[str, Any]]:
 
 
 def build_body(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
-    """Pure: the JSON body of a streaming Responses request."""
+    """Pure: the JSON body of a streaming Responses request (Pi streamSimple + buildParams)."""
+    compat = _compat(model)
+    retention = options.cache_retention
+    explicit = compat["supportsExplicitPromptCacheMode"]
     body: dict[str, Any] = {"model": model["id"], "input": convert_input(model, context), "stream": True}
     if options.cache_session_id:
         body["prompt_cache_key"] = options.cache_session_id[:64]
-    if options.cache_retention == "long":
+    if retention == "long" and compat["supportsLongCacheRetention"] and not explicit:
         body["prompt_cache_retention"] = "24h"
+    if explicit and retention == "none":
+        body["prompt_cache_options"] = {"mode": "explicit"}
+    elif explicit and retention == "long" and compat["supportsLongCacheRetention"]:
+        body["prompt_cache_options"] = {"ttl": "30m"}
     body["store"] = False
-    if options.max_tokens:
-        body["max_output_tokens"] = max(options.max_tokens, MIN_OUTPUT_TOKENS)
+    max_tokens = base_max_tokens(model, context, options.max_tokens)
+    if max_tokens and compat["supportsMaxOutputTokens"]:
+        body["max_output_tokens"] = max(max_tokens, MIN_OUTPUT_TOKENS)
     if options.temperature is not None:
         body["temperature"] = options.temperature
     tools = context_tools(context)
     if tools:
-        body["tools"] = [
-            {
+        body["tools"] = []
+        for t in tools:
+            tool: dict[str, Any] = {
                 "type": "function",
                 "name": t["name"],
                 "description": t["description"],
                 "parameters": t["parameters"],
-                "strict": False,
             }
-            for t in tools
-        ]
+            if compat["supportsStrictMode"]:
+                tool["strict"] = False
+            body["tools"].append(tool)
     if options.tool_choice is not None:
         body["tool_choice"] = options.tool_choice
-    if model["reasoning"] and options.thinking:
-        body["reasoning"] = {"effort": "high" if options.thinking == "xhigh" else options.thinking, "summary": "auto"}
-        body["include"] = ["reasoning.encrypted_content"]
+    if model["reasoning"]:
+        effort = clamped_effort(model, options.reasoning)
+        mapping = level_map(model)
+        if effort:
+            body["reasoning"] = {"effort": mapping.get(effort) or effort, "summary": "auto"}
+            body["include"] = ["reasoning.encrypted_content"]
+        elif model["provider"] != "github-copilot" and not ("off" in mapping and mapping["off"] is None):
+            body["reasoning"] = {"effort": mapping.get("off") or "none"}
+        if model["provider"] == "xai":
+            body["include"] = ["reasoning.encrypted_content"]
     return body
 
 
@@ -169,8 +230,11 @@ def build_request(model: Model, context: Context, options: StreamOptions, api_ke
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
     if options.cache_session_id:
-        headers["session_id"] = options.cache_session_id
-        headers["x-client-request-id"] = options.cache_session_id
+        if _compat(model)["sessionAffinityFormat"] == "openrouter":
+            headers["x-session-id"] = options.cache_session_id
+        else:
+            headers["session_id"] = options.cache_session_id
+            headers["x-client-request-id"] = options.cache_session_id
     headers.update(model.get("headers") or {})
     headers.update(options.headers)
     return ProviderRequest(
