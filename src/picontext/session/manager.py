@@ -112,6 +112,8 @@ class SessionManager:
         self._header: dict[str, Any] = {}
         self._file_entries: list[Any] = []
         self._entries: list[Any] = []  # parsed entries, or RawLine until first needed
+        self._id_list: list[Any] = []  # id of each entry (UNSET when it has no id key)
+        self._type_list: list[Any] = []  # type of each entry
         self._by_id: dict[Hashable, int] = {}  # id -> position in _entries (later duplicates win)
         self._children: dict[Hashable, list[int]] | None = None  # built on first use
         self._parent_pos: list[int | None] | None = None  # built on first use
@@ -282,7 +284,9 @@ class SessionManager:
         self._label_ts = {}
         self._has_assistant = None
         self._name_entry = None
-        ids = self.ids_of(range(len(entries)))
+        ids = self._id_list = [e.id if type(e) is RawLine else (e.get("id", UNSET) if type(e) is dict else UNSET)
+                           for e in entries]
+        self._type_list = [e.type if type(e) is RawLine else field_of(e, "type") for e in entries]
         try:
             by_id = dict(zip(ids, range(len(entries)), strict=True))
         except TypeError:  # an unhashable id somewhere: skip those
@@ -334,6 +338,8 @@ class SessionManager:
         """Index one appended entry."""
         position = len(self._entries)
         self._entries.append(entry)
+        self._id_list.append(entry.get("id", UNSET))
+        self._type_list.append(entry.get("type"))
         key = entry.get("id")
         if hashable(key):
             self._by_id[key] = position
@@ -359,17 +365,13 @@ class SessionManager:
 
     def ids_of(self, positions: Iterable[int]) -> list[Any]:
         """Ids of the entries at `positions` (UNSET where an entry has no id key)."""
-        entries = self._entries
-        return [e.id if type(e) is RawLine else (e.get("id", UNSET) if type(e) is dict else UNSET)
-                for e in map(entries.__getitem__, positions)]
+        return list(map(self._id_list.__getitem__, positions))
 
     def types_of(self, positions: Iterable[int]) -> list[Any]:
-        entries = self._entries
-        return [e.type if type(e) is RawLine else field_of(e, "type") for e in map(entries.__getitem__, positions)]
+        return list(map(self._type_list.__getitem__, positions))
 
     def type_of(self, index: int) -> Any:
-        item = self._entries[index]
-        return item.type if type(item) is RawLine else field_of(item, "type")
+        return self._type_list[index]
 
     def id_of(self, index: int) -> Any:
         item = self._entries[index]
@@ -589,6 +591,8 @@ class SessionManager:
         except BaseException:
             self._file_entries.pop()
             self._entries.pop()
+            self._id_list.pop()
+            self._type_list.pop()
             del self._by_id[entry["id"]]
             if self._children is not None:
                 self._children[_key(entry.get("parentId"))].pop()

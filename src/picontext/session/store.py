@@ -230,7 +230,9 @@ def _split_file(f: Any) -> tuple[list[bytes], int]:
     size = 0
     while chunk := f.read(_CHUNK):
         size += len(chunk)
-        parts = (pending + chunk).split(b"\n")
+        parts = chunk.split(b"\n")
+        if pending:
+            parts[0] = pending + parts[0]  # the line that straddles the chunk boundary
         pending = parts.pop()
         lines.extend(parts)
     lines.append(pending)
