@@ -1,15 +1,16 @@
 """Request bodies and final messages of picontext's providers against Pi 0.87.0's, over real HTTP.
 
-For each of the four wire APIs and a handful of contexts (system prompt + user; a tool turn with
+For each of the four wire APIs, a handful of contexts (system prompt + user; a tool turn with
 thinking, text, a tool call and its result; parallel tool calls with an error result; a reasoning
-request; a no-cache summarization-style request), the reference's `streamSimple` (pi-ai
-`dist/api/<api>.js`, driven by node/ops/requests_ops.mjs) and our `stream()` are pointed at the
+request; a no-cache summarization-style request) and `SCENARIOS` (varied models and options), the
+reference's `streamSimple` (pi-ai `dist/api/<api>.js`, driven by node/ops/requests_ops.mjs) and our
+`stream()` are pointed at the
 same ScriptedModelServer (same baseUrl) and get the same scripted SSE reply. We compare:
 
 * the recorded request bodies, parsed JSON, after `normalize()`: JSON carried in strings (tool-call
-  arguments) is parsed (Pi writes `{"path":"a.txt"}`, we write `{"path": "a.txt"}`); every other
-  difference must be listed in `KNOWN_BODY` (docs/divergences.md, "Provider requests") with both
-  values, so a change on either side shows up;
+  arguments) is parsed, so the comparison is by value (both sides now write compact JSON); any
+  difference must be a deliberate one listed in `KNOWN_BODY` (docs/divergences.md, "Provider
+  requests") with both values, so a change on either side shows up (there are none);
 * the event types in order, and the final assistant messages: content, usage (cost rounded to
   1e-12), stopReason, rawStopReason, responseId, errorMessage (differences in `KNOWN_MESSAGE`).
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from picontext.ai._http import (
@@ -13,7 +16,7 @@ from picontext.ai._http import (
     retry_delay,
 )
 from picontext.ai.models import default_catalog
-from picontext.ai.providers import parse_streaming_json
+from picontext.ai.providers import StreamOptions, parse_streaming_json
 from picontext.ai.providers._base import split_system
 from picontext.ai.providers.transform import transform_messages
 
@@ -99,3 +102,46 @@ def test_transform_drops_failed_turns_and_fills_missing_results() -> None:
     assert out[1]["content"][0] == {"type": "text", "text": "hmm"}  # foreign thinking becomes text
     assert out[1]["content"][1]["id"] == "call_weird_id"
     assert out[2]["toolCallId"] == "call_weird_id" and out[2]["isError"] is True
+
+
+@pytest.mark.parametrize(
+    "api", ["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
+)
+def test_already_aborted_signal_ends_at_once_without_a_request(api: str) -> None:
+    from picontext.ai.event_stream import AbortSignal
+    from picontext.ai.stream import stream
+    from picontext.testing import ScriptedModelServer
+
+    async def run(model: Any) -> tuple[list[str], Any]:
+        signal = AbortSignal()
+        signal.abort()
+        s = stream(
+            model,
+            {"messages": [{"role": "user", "content": "hi", "timestamp": 1}]},
+            StreamOptions(api_key="k", signal=signal),
+        )
+        types = [ev["type"] async for ev in s]
+        return types, await asyncio.wait_for(s.result(), 2)
+
+    with ScriptedModelServer() as srv:
+        types, message = asyncio.run(asyncio.wait_for(run(srv.model(api)), 5))  # type: ignore[arg-type]
+        assert srv.requests == []
+    assert types == ["error"]
+    assert message["stopReason"] == "aborted" and message["errorMessage"] == "Request was aborted"
+
+
+def test_short_hash_matches_pi() -> None:
+    from picontext.ai.providers.simple_options import short_hash
+
+    for text, expected in SHORT_HASHES.items():
+        assert short_hash(text) == expected
+
+
+# pi-ai 0.87.0 dist/utils/hash.js shortHash, computed with node
+SHORT_HASHES = {
+    "": "k4n83c7h0j2b",
+    "call_1|fc_abc": "1ovdkvd13vy6fo",
+    "a" * 100: "1jlqf2piizwxq",
+    "h\u00e9llo \U0001f600 w\u00f6rld": "zpm4hl1o2ak9i",
+    "rs_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": "hgxku110zic69",
+}
