@@ -1,5 +1,6 @@
 """`picontext run -p PROMPT`: print mode. Runs the agent once and prints the reply (text) or every
-event as a JSON line (`--mode json`). Interactive chat and RPC modes come later.
+event as a JSON line (`--mode json`, the same lines `picontext rpc` writes). `picontext -p PROMPT`
+is the same command. Interactive chat: `picontext chat` (modes/interactive.py); RPC: `picontext rpc`.
 
 Exit codes: 0 done; 1 the model answered with an error; 2 configuration problem (no key, unknown
 model) or the server could not be reached, with one line on stderr; 130 interrupted (Ctrl+C
@@ -11,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -19,14 +19,10 @@ from typing import Any
 
 from picontext._json import dumps_line
 from picontext.agent.events import AgentEvent, to_json_event
-from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
-from picontext.agent.tools import coding_tools
-from picontext.ai.auth import require_api_key
-from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
 from picontext.ai.types import AssistantMessage
 from picontext.cli.main import CliError
-from picontext.session.manager import SessionManager
+from picontext.cli.modes.common import add_session_flags, build_session
 
 _UNREACHABLE = ("Connection error", "Network error", "Request timed out")
 
@@ -36,57 +32,13 @@ def register(sub: Any) -> None:
     p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt")
     p.add_argument("message", nargs="*", help="the prompt, if -p is not given")
     p.add_argument("--mode", choices=("text", "json"), default="text", help="text: the reply; json: one event per line")
-    p.add_argument("--model", help="provider/modelId (default: the session's model, then settings.json)")
-    p.add_argument("--thinking", choices=("off", "minimal", "low", "medium", "high", "xhigh"), help="thinking level")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--session", metavar="FILE", help="use this session file (created if missing)")
-    where.add_argument("--no-session", action="store_true", help="do not save the conversation")
-    where.add_argument("-c", "--continue", dest="continue_", action="store_true", help="continue the latest session")
+    add_session_flags(p)
     p.set_defaults(handler=cmd_run)
 
 
-def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
-    if args.no_session:
-        return SessionManager.in_memory(cwd)
-    if args.session:
-        return SessionManager.open(args.session)
-    if args.continue_:
-        return SessionManager.continue_recent(cwd)
-    return SessionManager.create(cwd)
-
-
-def _settings_model() -> str | None:
-    path = picontext_dir() / "settings.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise CliError(f"{path}: not valid JSON ({exc})") from None
-    provider, model = data.get("defaultProvider"), data.get("defaultModel")
-    return f"{provider}/{model}" if isinstance(provider, str) and isinstance(model, str) else None
-
-
-def resolve_model(args: argparse.Namespace, catalog: ModelCatalog, manager: SessionManager) -> Model:
-    """--model, else the session's last model, else settings.json's default; a one-line error otherwise."""
-    if args.model:
-        return catalog.get(args.model)
-    ref = manager.build_session_projection().model or {}
-    if ref.get("provider") and ref.get("modelId"):
-        found = catalog.find(ref["provider"], ref["modelId"])
-        if found is not None:
-            return found
-    default = _settings_model()
-    if default:
-        return catalog.get(default)
-    raise CliError(
-        "No model selected: pass --model provider/id (see `picontext models list`) "
-        f'or set "defaultProvider"/"defaultModel" in {picontext_dir() / "settings.json"}'
-    )
-
-
 def _prompt_text(args: argparse.Namespace) -> str:
-    text = args.prompt if args.prompt is not None else " ".join(args.message)
+    text = getattr(args, "prompt", None)
+    text = text if text is not None else " ".join(getattr(args, "message", None) or [])
     if not text.strip() and not sys.stdin.isatty():
         text = sys.stdin.read()
     if not text.strip():
@@ -95,17 +47,9 @@ def _prompt_text(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    cwd = os.getcwd()
     text = _prompt_text(args)
-    catalog = default_catalog()
-    manager = open_manager(args, cwd)
-    model = resolve_model(args, catalog, manager)
-    require_api_key(model["provider"], model=model)  # no key: ConfigError, one line, exit 2
-    tools = coding_tools(cwd)
-    session = AgentSession(
-        manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools), thinking_level=args.thinking
-    )
-    printer = JsonPrinter() if args.mode == "json" else TextPrinter()
+    session, _ = build_session(args, os.getcwd())  # no key, unknown model: one line, exit 2
+    printer = JsonPrinter() if getattr(args, "mode", "text") == "json" else TextPrinter()
     session.subscribe(printer)
     asyncio.run(_run(session, text))
     return _exit_code(printer.last_reply)

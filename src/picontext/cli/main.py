@@ -21,16 +21,23 @@ class CliError(Exception):
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
     "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds",
+    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picontext",
-        description="Pi-compatible sessions: inspect, project and compact long agent sessions.",
+        description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
+        "to inspect, project and compact. Without a command: interactive chat (or print mode with -p).",
     )
     parser.add_argument("--version", action="version", version=f"picontext {__version__}")
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", default=argparse.SUPPRESS,
+                        help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
+    parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
+                        help="print mode output: text (the reply) or json (one event per line)")
+    if importlib.util.find_spec("picontext.cli.modes.common") is not None:
+        importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module_name = f"picontext.cli.{name}"
@@ -44,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
+        handler = _default_handler(args)
+    if handler is None:
         parser.print_help()
         return 0
     try:
@@ -56,6 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("picontext: interrupted", file=sys.stderr)
         return 130
+
+
+def _default_handler(args: argparse.Namespace) -> Handler | None:
+    """No subcommand: print mode with -p, else the interactive chat."""
+    name = "agent_cmds" if getattr(args, "prompt", None) is not None else "modes.interactive"
+    module_name = f"picontext.cli.{name}"
+    if importlib.util.find_spec(module_name) is None:
+        return None
+    module = importlib.import_module(module_name)
+    return module.cmd_run if name == "agent_cmds" else module.cmd_chat  # type: ignore[no-any-return]
 
 
 def run() -> None:

@@ -1,0 +1,376 @@
+"""What the chat, print, RPC and demo modes share: session flags, opening the session and model,
+and a `Controller` around `AgentSession` for compaction, tree navigation and context usage.
+
+The controller forwards every session event to its own listeners. When the session itself has no
+`compact`/`navigate_tree` (older runtime), the controller does the work with the compaction
+library and emits the same `compaction_start`/`compaction_end` events, so the UIs do not care
+which one ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from picontext.agent.events import AgentEvent
+from picontext.agent.prompt import default_system_prompt
+from picontext.agent.session import AgentSession
+from picontext.agent.tools import coding_tools
+from picontext.ai.auth import require_api_key
+from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
+from picontext.cli.main import CliError
+from picontext.session.manager import SessionManager
+
+Listener = Callable[[dict[str, Any]], Awaitable[None] | None]
+THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+
+# -- flags -----------------------------------------------------------------------------------------
+
+
+def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """--model, --thinking and where the conversation is kept: --session/--no-session/-c/-r.
+
+    `suppress=True` leaves attributes unset when a flag is absent (for the top-level parser, so a
+    subcommand's own defaults are not overwritten)."""
+    default: Any = argparse.SUPPRESS if suppress else None
+    flag: Any = argparse.SUPPRESS if suppress else False
+    parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
+    parser.add_argument("--thinking", choices=THINKING_CHOICES, default=default, help="thinking level")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--session", metavar="FILE", default=default, help="use this session file (created if missing)")
+    where.add_argument("--no-session", action="store_true", default=flag, help="do not save the conversation")
+    where.add_argument("-c", "--continue", dest="continue_", action="store_true", default=flag,
+                       help="continue the latest session of this directory")
+    where.add_argument("-r", "--resume", action="store_true", default=flag,
+                       help="pick one of the recent sessions of this directory")
+
+
+def flag(args: argparse.Namespace, name: str) -> Any:
+    return getattr(args, name, None)
+
+
+# -- opening ---------------------------------------------------------------------------------------
+
+
+def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input) -> str:
+    """Ask which recent session to resume (numbered list, newest first); returns its path."""
+    from picontext.session.listing import list_sessions
+
+    out = stream or sys.stderr
+    infos = list_sessions(cwd)[:20]
+    if not infos:
+        raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
+    if not sys.stdin.isatty() and read is input:
+        raise CliError("--resume needs a terminal to pick a session; use --session FILE or -c")
+    for n, info in enumerate(infos, 1):
+        title = " ".join((info.name or info.first_message or "(empty)").split())[:60]
+        print(f"{n:>3}. {info.modified:%Y-%m-%d %H:%M}  {info.message_count:>4} msgs  {title}", file=out)
+    answer = read("Resume which session? [1] ").strip() or "1"
+    if not answer.isdigit() or not 1 <= int(answer) <= len(infos):
+        raise CliError(f"No session number {answer!r}")
+    return infos[int(answer) - 1].path
+
+
+def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    if flag(args, "no_session"):
+        return SessionManager.in_memory(cwd)
+    if flag(args, "session"):
+        return SessionManager.open(args.session)
+    if flag(args, "resume"):
+        return SessionManager.open(pick_session(cwd))
+    if flag(args, "continue_"):
+        return SessionManager.continue_recent(cwd)
+    return SessionManager.create(cwd)
+
+
+def settings_model() -> str | None:
+    path = picontext_dir() / "settings.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CliError(f"{path}: not valid JSON ({exc})") from None
+    provider, model = data.get("defaultProvider"), data.get("defaultModel")
+    return f"{provider}/{model}" if isinstance(provider, str) and isinstance(model, str) else None
+
+
+def resolve_model(args: argparse.Namespace, catalog: ModelCatalog, manager: SessionManager) -> Model:
+    """--model, else the session's last model, else settings.json's default; a one-line error otherwise."""
+    if flag(args, "model"):
+        return catalog.get(args.model)
+    ref = manager.build_session_projection().model or {}
+    if ref.get("provider") and ref.get("modelId"):
+        found = catalog.find(ref["provider"], ref["modelId"])
+        if found is not None:
+            return found
+    default = settings_model()
+    if default:
+        return catalog.get(default)
+    raise CliError(
+        "No model selected: pass --model provider/id (see `picontext models list`) "
+        f'or set "defaultProvider"/"defaultModel" in {picontext_dir() / "settings.json"}'
+    )
+
+
+def build_session(args: argparse.Namespace, cwd: str | None = None) -> tuple[AgentSession, ModelCatalog]:
+    """The AgentSession the flags ask for, with its key checked (no key/unknown model: one line, exit 2)."""
+    cwd = cwd or os.getcwd()
+    catalog = default_catalog()
+    if flag(args, "model"):
+        catalog.get(args.model)  # an unknown model fails before a session file is opened or picked
+    manager = open_manager(args, cwd)
+    model = resolve_model(args, catalog, manager)
+    require_api_key(model["provider"], model=model)
+    tools = coding_tools(cwd)
+    session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
+                           thinking_level=flag(args, "thinking"))
+    return session, catalog
+
+
+# -- the controller --------------------------------------------------------------------------------
+
+
+def compaction_result_json(result: Any) -> dict[str, Any] | None:
+    """A CompactionResult-like object (dict, dataclass or our fallback's outcome) as RPC's JSON."""
+    if result is None:
+        return None
+    if isinstance(result, dict):
+        return result
+    keys = {"summary": "summary", "first_kept_entry_id": "firstKeptEntryId", "tokens_before": "tokensBefore",
+            "estimated_tokens_after": "estimatedTokensAfter", "tokens_after": "estimatedTokensAfter",
+            "usage": "usage", "details": "details"}
+    return {out: getattr(result, name) for name, out in keys.items() if getattr(result, name, None) is not None}
+
+
+class Controller:
+    """An AgentSession plus what the CLI modes need around it (see the module docstring)."""
+
+    def __init__(self, session: AgentSession, catalog: ModelCatalog | None = None) -> None:
+        self.session = session
+        self.catalog = catalog or default_catalog()
+        self._listeners: list[Listener] = []
+        self._compacting = False
+        self.compacted_since_reply = False
+        session.subscribe(self._forward)
+
+    # events
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "compaction_start":
+            self._compacting = True
+        elif kind == "compaction_end":
+            self._compacting = False
+            if event.get("result") is not None:
+                self.compacted_since_reply = True
+        elif kind == "message_end" and (event.get("message") or {}).get("role") == "assistant":
+            self.compacted_since_reply = False
+        for listener in list(self._listeners):
+            result = listener(event)
+            if inspect.isawaitable(result):
+                await result
+
+    async def _forward(self, event: AgentEvent) -> None:
+        await self.emit(event)  # type: ignore[arg-type]
+
+    # state
+    @property
+    def manager(self) -> SessionManager:
+        return self.session.manager
+
+    @property
+    def model(self) -> Model:
+        return self.session.model
+
+    @property
+    def is_compacting(self) -> bool:
+        return self._compacting or bool(getattr(self.session, "is_compacting", False))
+
+    @property
+    def auto_compaction_enabled(self) -> bool:
+        """On only when the session really compacts by itself (and its setting is on)."""
+        value = getattr(self.session, "auto_compaction_enabled", None)
+        return bool(value) if value is not None else False
+
+    def set_auto_compaction(self, enabled: bool) -> None:
+        setter = getattr(self.session, "set_auto_compaction", None)
+        if setter is None:
+            raise CliError("This runtime has no automatic compaction yet")
+        setter(enabled)
+
+    def context_usage(self) -> tuple[int | None, int, float | None]:
+        """(tokens, window, percent); percent None = unknown (right after a compaction)."""
+        usage = self.session.get_context_usage()
+        window = int(self.model.get("contextWindow") or 0)
+        if usage is None:
+            return (None, window, 0.0)
+        tokens, window, percent = usage.tokens, usage.context_window, usage.percent
+        if self.compacted_since_reply and not hasattr(self.session, "compact"):
+            return (None, window, None)  # the old runtime does not know the usage is stale
+        return (tokens, window, percent)
+
+    def footer(self) -> str:
+        _, window, percent = self.context_usage()
+        usage = format_usage(percent, window, self.auto_compaction_enabled)
+        return f"{self.model['provider']}/{self.model['id']}  {usage}"
+
+    def state(self) -> dict[str, Any]:
+        s = self.session
+        tokens, window, percent = self.context_usage()
+        return {
+            "model": {"provider": s.model["provider"], "id": s.model["id"], "contextWindow": window},
+            "thinkingLevel": s.thinking_level,
+            "isStreaming": s.is_streaming,
+            "isCompacting": self.is_compacting,
+            "autoCompactionEnabled": self.auto_compaction_enabled,
+            "steeringMode": s.steering_mode,
+            "followUpMode": s.follow_up_mode,
+            "sessionFile": self.manager.get_session_file() if self.manager.is_persisted() else None,
+            "sessionId": self.manager.get_session_id(),
+            "sessionName": self.manager.get_session_name(),
+            "leafId": self.manager.get_leaf_id(),
+            "messageCount": len(s.messages),
+            "pendingMessageCount": s.pending_message_count,
+            "contextUsage": {"tokens": tokens, "contextWindow": window, "percent": percent},
+        }
+
+    # actions
+    def _completion(self) -> Any:
+        from picontext.compaction.completion import StreamCompletion
+
+        model = self.model
+        return StreamCompletion(model, api_key=require_api_key(model["provider"], model=model))
+
+    def _settings(self) -> Any:
+        from picontext.compaction.settings import load_settings
+
+        return load_settings(self.manager.get_cwd() if os.path.isdir(self.manager.get_cwd()) else None)
+
+    async def compact(self, instructions: str | None = None) -> dict[str, Any] | None:
+        """Manual compaction (spec 03 §5): the session's own when it has one, else the library's."""
+        if self.session.is_streaming:
+            raise CliError("Wait for the current response to finish (or abort it) before compacting")
+        if self.is_compacting:
+            raise CliError("A compaction is already running")
+        own = getattr(self.session, "compact", None)
+        if own is not None:
+            return compaction_result_json(await own(instructions))
+        from picontext.compaction.compact import compact_session
+
+        await self.emit({"type": "compaction_start", "reason": "manual"})
+        try:
+            outcome = await compact_session(self.manager, strategy="summary", completion=self._completion(),
+                                            settings=self._settings().compaction(self.model),
+                                            instructions=instructions or None,
+                                            thinking_level=self.session.thinking_level)
+        except Exception as exc:
+            await self.emit({"type": "compaction_end", "reason": "manual", "aborted": False, "willRetry": False,
+                             "errorMessage": str(exc)})
+            raise CliError(f"Compaction failed: {exc}") from None
+        summary = outcome.summary
+        result = {"summary": summary.summary if summary else "", "firstKeptEntryId":
+                  summary.first_kept_entry_id if summary else None, "tokensBefore": outcome.tokens_before,
+                  "estimatedTokensAfter": outcome.tokens_after}
+        await self.emit({"type": "compaction_end", "reason": "manual", "result": result, "aborted": False,
+                         "willRetry": False, "tokensBefore": outcome.tokens_before,
+                         "tokensAfter": outcome.tokens_after})
+        return result
+
+    async def navigate_tree(self, target_id: str, *, summarize: bool = False, instructions: str | None = None,
+                            label: str | None = None) -> dict[str, Any]:
+        """Move the leaf to `target_id`, optionally summarizing the branch left behind (spec 03 §8)."""
+        if self.session.is_streaming:
+            raise CliError("Wait for the current response to finish before navigating the session tree.")
+        if self.is_compacting:
+            raise CliError("Wait for the current compaction or tree navigation to finish before navigating "
+                           "the session tree.")
+        own = getattr(self.session, "navigate_tree", None)
+        if own is not None:
+            result = await own(target_id, summarize=summarize, custom_instructions=instructions, label=label)
+            return result if isinstance(result, dict) else _as_dict(result)
+        target = self.manager.get_entry(target_id)
+        if target is None:
+            raise CliError(f"Entry {target_id} not found")
+        if target_id == self.manager.get_leaf_id():
+            return {"cancelled": False}
+        from picontext.compaction.branch_summary import _new_leaf, navigate_with_summary
+
+        editor_text = None
+        if target.get("type") == "message" and target["message"].get("role") == "user":
+            from picontext.ai.types import content_text
+
+            editor_text = content_text(target["message"].get("content"))
+        summary_id = None
+        if summarize:
+            self._compacting = True
+            try:
+                summary_id = await navigate_with_summary(
+                    self.manager, target_id, self._completion(),
+                    reserve_tokens=self._settings().branch_summary().reserve_tokens, instructions=instructions)
+            finally:
+                self._compacting = False
+        else:
+            new_leaf = _new_leaf(target)
+            self.manager.branch(new_leaf) if new_leaf is not None else self.manager.reset_leaf()
+        if label:
+            self.manager.append_label_change(summary_id or target_id, label)
+        out: dict[str, Any] = {"cancelled": False}
+        if editor_text is not None:
+            out["editorText"] = editor_text
+        if summary_id is not None:
+            out["summaryEntry"] = self.manager.get_entry(summary_id)
+        return out
+
+    def fork(self, entry_id: str | None = None) -> str | None:
+        """Continue in a new session file holding the path to `entry_id` (default: the leaf)."""
+        leaf = entry_id or self.manager.get_leaf_id()
+        if leaf is None:
+            raise CliError("Nothing to fork yet")
+        if self.manager.get_entry(leaf) is None:
+            raise CliError(f"Entry {leaf} not found")
+        return self.manager.create_branched_session(leaf)
+
+    def set_model(self, ref: str) -> Model:
+        model = self.catalog.get(ref)
+        require_api_key(model["provider"], model=model)
+        self.session.set_model(model)
+        return model
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+    return dict(value) if value is not None else {"cancelled": False}
+
+
+# -- footer ----------------------------------------------------------------------------------------
+
+
+def format_window(window: int) -> str:
+    """Pi's window formatting: <1000 as is, <10k one-decimal k, <1M rounded k, <10M one-decimal M."""
+    if window < 1000:
+        return str(window)
+    if window < 10_000:
+        return f"{window / 1000:.1f}k"
+    if window < 1_000_000:
+        return f"{round(window / 1000)}k"
+    if window < 10_000_000:
+        return f"{window / 1_000_000:.1f}M"
+    return f"{round(window / 1_000_000)}M"
+
+
+def format_usage(percent: float | None, window: int, auto: bool) -> str:
+    """`42.3%/200k (auto)`, `?/200k` right after a compaction (spec 03 §7)."""
+    value = "?" if percent is None else f"{percent:.1f}%"
+    return f"{value}/{format_window(window)}" + (" (auto)" if auto else "")
