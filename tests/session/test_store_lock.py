@@ -32,19 +32,26 @@ def test_appends_while_this_thread_holds_the_lock_do_not_wait(tmp_path: Path) ->
 
 def test_another_process_waits_for_the_lock(tmp_path: Path) -> None:
     path = _session(tmp_path)
+    ready = tmp_path / "ready"
     writer = (
-        "import sys, time\n"
+        "import pathlib, sys, time\n"
         "from picontext.session.manager import SessionManager\n"
         "sm = SessionManager.open(sys.argv[1])\n"
-        "t = time.monotonic()\n"
+        "pathlib.Path(sys.argv[2]).write_text('x')\n"
         "sm.append_message({'role': 'user', 'content': 'other', 'timestamp': 9})\n"
-        "print(time.monotonic() - t)\n"
+        "print(time.time())\n"
     )
     with JsonlSessionStore(str(path)).lock():
-        proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        proc = subprocess.Popen([sys.executable, "-c", writer, str(path), str(ready)], stdout=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:  # the writer is about to append
+            time.sleep(0.01)
+        time.sleep(0.3)
         assert proc.poll() is None  # still waiting for our lock
         assert path.read_text().count("\n") == 3
+        released = time.time()
     out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and float(out) >= 0.4
+    assert proc.returncode == 0
+    assert float(out) >= released  # it appended only after we let go
     assert path.read_text().count("\n") == 4

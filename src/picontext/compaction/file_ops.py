@@ -56,8 +56,26 @@ def extract_file_ops_from_message(message: Any, ops: FileOperations) -> None:
 
 
 def extract_file_ops(messages: Iterable[Any], ops: FileOperations) -> FileOperations:
+    """Add the file operations of every tool call in `messages` (inlined: spans can be 100k long)."""
+    targets = {"read": ops.read, "written": ops.written, "edited": ops.edited}
+    kinds = _KIND
     for message in messages:
-        extract_file_ops_from_message(message, ops)
+        if type(message) is not dict or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if type(content) is not list:
+            continue
+        for block in content:
+            if type(block) is not dict or block.get("type") != "toolCall":
+                continue
+            name = block.get("name")
+            kind = kinds.get(name) if type(name) is str else None
+            if kind is None:
+                continue
+            arguments = block.get("arguments")
+            path = arguments.get("path") if type(arguments) is dict else None
+            if type(path) is str and path:
+                targets[kind].add(path)
     return ops
 
 

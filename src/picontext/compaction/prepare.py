@@ -64,16 +64,13 @@ def project_path(path: Sequence[Any], *, with_settings: bool = False) -> Session
 
 def _conversation(entries: Sequence[ProjectedEntry]) -> list[Any]:
     """Messages to summarize: compaction entries skipped, system messages (prompt state) dropped."""
-    out: list[Any] = []
-    append = out.append
-    for item in entries:
-        messages = item.messages
-        if not messages or field_of(item.source_entry, "type") == "compaction":
-            continue
-        for m in messages:
-            if type(m) is not dict or m.get("role") != "system":
-                append(m)
-    return out
+    return [
+        m
+        for item in entries
+        if item.messages and not (type(src := item.source_entry) is dict and src.get("type") == "compaction")
+        for m in item.messages
+        if type(m) is not dict or m.get("role") != "system"
+    ]
 
 
 def prepare_compaction(path: Sequence[Any], settings: CompactionSettings, *,

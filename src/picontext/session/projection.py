@@ -60,7 +60,7 @@ _BLOCK_ROLES: Final = frozenset({"assistant", "toolResult"})
 
 def field_of(entry: Entry, key: str) -> Any:
     """`entry[key]` as JavaScript reads it: None for non-objects and absent keys."""
-    return entry.get(key) if type(entry) is dict or isinstance(entry, dict) else None
+    return entry.get(key) if isinstance(entry, dict) else None
 
 
 def hashable(value: Any) -> bool:
@@ -180,18 +180,11 @@ def fold_path(path: Sequence[Entry]) -> list[Entry]:
     compaction = path[compaction_at]
     # Pi locates the compaction by id; with duplicate ids the first occurrence wins.
     cid = compaction.get("id")
-    for i, entry in enumerate(path):
-        if field_of(entry, "id") == cid:
-            compaction_at = i
-            break
+    compaction_at = next(i for i, entry in enumerate(path) if field_of(entry, "id") == cid)
     first_kept = compaction.get("firstKeptEntryId")
     result = [compaction]
-    keeping = False
-    for entry in path[:compaction_at]:
-        if not keeping and field_of(entry, "id") == first_kept:
-            keeping = True
-        if keeping and message_role(entry) != "system":
-            result.append(entry)
+    start = next((i for i in range(compaction_at) if field_of(path[i], "id") == first_kept), compaction_at)
+    result.extend(entry for entry in path[start:compaction_at] if message_role(entry) != "system")
     result.extend(path[compaction_at + 1 :])
     return result
 
@@ -314,9 +307,9 @@ def collect_edits(context_entries: Iterable[Entry]) -> dict[Hashable, Entry]:
     """targetId -> the latest context_edit among the folded context entries."""
     edits: dict[Hashable, Entry] = {}
     for entry in context_entries:
-        if field_of(entry, "type") == "context_edit":
+        if type(entry) is dict and entry.get("type") == "context_edit":
             target = entry.get("targetId")
-            if isinstance(target, Hashable):
+            if hashable(target):
                 edits[target] = entry
     return edits
 
@@ -325,13 +318,24 @@ def project_context_entries(context_entries: Sequence[Entry]) -> list[ProjectedE
     """Project each folded entry; only a compaction at index 0 contributes its summary."""
     edits = collect_edits(context_entries)
     projected = []
+    append = projected.append
     for index, entry in enumerate(context_entries):
-        if index > 0 and field_of(entry, "type") == "compaction":
-            projected.append(ProjectedEntry(entry, []))
-            continue
-        key = field_of(entry, "id")
-        edit = edits.get(key) if isinstance(key, Hashable) else None
-        projected.append(ProjectedEntry(entry, project_entry(entry, edit)))
+        if type(entry) is dict:
+            kind = entry.get("type")
+            key = entry.get("id")
+            edit = edits.get(key) if edits and hashable(key) else None
+            if kind == "message" and edit is None:
+                # The common case, inlined: an unedited message with content is itself.
+                message = entry.get("message")
+                if type(message) is dict and message.get("content") is not None:
+                    append(ProjectedEntry(entry, [message]))
+                    continue
+            elif index > 0 and kind == "compaction":
+                append(ProjectedEntry(entry, []))
+                continue
+        else:
+            edit = None
+        append(ProjectedEntry(entry, project_entry(entry, edit)))
     return projected
 
 
