@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from picontext._gc import gc_paused
 from picontext.compaction.cut_point import find_projected_cut_point
 from picontext.compaction.file_ops import FileOperations, compute_file_lists, extract_file_ops, seed_from_details
 from picontext.compaction.settings import CompactionSettings
@@ -54,8 +55,9 @@ def project_path(path: Sequence[Any], *, with_settings: bool = False) -> Session
 
     Planning needs only entries and messages; thinking level and model are resolved on request.
     """
-    projected = project_context_entries(fold_path(path))
-    messages = [m for p in projected for m in p.messages]
+    with gc_paused():
+        projected = project_context_entries(fold_path(path))
+        messages = [m for p in projected for m in p.messages]
     if not with_settings:
         return SessionProjection(projected, messages)
     settings = get_context_settings(path)

@@ -24,6 +24,7 @@ from typing import Any
 from msgspec import UNSET
 
 from picontext._clock import Clock, IdFactory, RandomIds, SystemClock, iso_from_ms, js_date_ms
+from picontext._gc import gc_paused
 from picontext.errors import (
     EntryNotFound,
     ForkError,
@@ -50,7 +51,6 @@ from picontext.session.store import (
     JsonlSessionStore,
     RawLine,
     SessionStore,
-    gc_paused,
     read_session_file,
     read_session_header,
 )

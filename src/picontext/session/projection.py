@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from picontext._clock import js_date_ms
+from picontext._gc import gc_paused
 
 
 class _Last:
@@ -343,10 +344,11 @@ def build_session_projection(
     entries: Sequence[Entry], leaf_id: LeafArg = LAST, by_id: Mapping[Hashable, Entry] | None = None
 ) -> SessionProjection:
     """Compaction-aware, edit-aware projection with provenance (Pi buildSessionProjection)."""
-    path = build_session_path(entries, leaf_id, by_id)
-    settings = get_context_settings(path)
-    projected = project_context_entries(fold_path(path))
-    messages = [m for p in projected for m in p.messages]
+    with gc_paused():
+        path = build_session_path(entries, leaf_id, by_id)
+        settings = get_context_settings(path)
+        projected = project_context_entries(fold_path(path))
+        messages = [m for p in projected for m in p.messages]
     return SessionProjection(projected, messages, settings.thinking_level, settings.model)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import gc
 import os
 import threading
 import time
@@ -34,6 +33,7 @@ import msgspec
 import orjson
 
 from picontext import _json
+from picontext._gc import gc_paused
 from picontext.errors import SessionLockedError, SessionWriteError
 
 HEADER_SCAN_LIMIT = 1024 * 1024
@@ -237,23 +237,6 @@ def _split_file(f: Any) -> tuple[list[bytes], int]:
         lines.extend(parts)
     lines.append(pending)
     return lines, size
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC around bulk work on parsed entries.
-
-    Loading allocates millions of containers at once, and each allocation burst makes the cyclic
-    collector rescan all of them (JSON values cannot even form cycles); on a 100k-entry session
-    that more than doubles load and index time. Reference counting still frees everything.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def load_file_entries(path: str) -> list[Any]:

@@ -1,0 +1,134 @@
+"""What left the model's context, and its original text (the `recall` tool, `picontext dropped`).
+
+Compactions and context edits never delete anything: the raw entries stay in the session file.
+This module finds, for the current branch of a session, every entry whose content the model no
+longer sees as written:
+
+* `compacted` — summarized away by a compaction (it lies before the kept part);
+* `omitted`   — hidden by a `context_edit` with `replacement: null` (failed attempts, retries);
+* `replaced`  — shown with other content by a `context_edit` (masks, redactions).
+
+    dropped_entries(manager)     -> [DroppedEntry]   newest last
+    entry_text(entry)            -> the entry's original text, as the model once saw it
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from picontext.session.projection import collect_edits, field_of
+
+__all__ = ["DroppedEntry", "dropped_entries", "entry_text", "find_dropped"]
+
+_CONTENT_TYPES = ("message", "custom_message")
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedEntry:
+    """One entry that is no longer in the context as written; `by` is the compaction or edit id."""
+
+    entry_id: str
+    role: str
+    why: str
+    by: str | None
+    chars: int
+    preview: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.entry_id, "role": self.role, "why": self.why, "by": self.by, "chars": self.chars,
+                "preview": self.preview}
+
+
+def _role(entry: Any) -> str:
+    if field_of(entry, "type") == "custom_message":
+        return "custom"
+    return str(field_of(entry.get("message"), "role") or "?")
+
+
+def _blocks_text(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            out.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            out.append(f"[thinking] {block.get('thinking', '')}")
+        elif kind == "toolCall":
+            out.append(f"[tool call {block.get('name')} {block.get('id', '')}] "
+                       f"{json.dumps(block.get('arguments'), ensure_ascii=False)}")
+        elif kind == "image":
+            out.append("[image]")
+    return out
+
+
+def entry_text(entry: Any) -> str:
+    """The original content of a message or custom message entry, as plain text."""
+    if field_of(entry, "type") == "custom_message":
+        return "\n".join(_blocks_text(entry.get("content")))
+    message = entry.get("message") if isinstance(entry, dict) else None
+    if not isinstance(message, dict):
+        return ""
+    role = message.get("role")
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}\n{message.get('output', '')}"
+    parts = _blocks_text(message.get("content"))
+    if role == "toolResult":
+        head = f"[result of {message.get('toolName', '?')} {message.get('toolCallId', '')}]"
+        if message.get("isError"):
+            head += " (error)"
+        parts.insert(0, head)
+    if role == "assistant" and message.get("errorMessage"):
+        parts.append(f"[error] {message['errorMessage']}")
+    return "\n".join(parts)
+
+
+def _preview(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def dropped_entries(manager: Any) -> list[DroppedEntry]:
+    """Entries of the current branch that the model no longer sees as written, oldest first."""
+    branch = manager.get_branch()
+    projection = manager.build_session_projection()
+    visible = {field_of(item.source_entry, "id") for item in projection.entries if item.messages}
+    edits = collect_edits(branch)
+    latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
+    out: list[DroppedEntry] = []
+    for entry in branch:
+        if field_of(entry, "type") not in _CONTENT_TYPES:
+            continue
+        entry_id = field_of(entry, "id")
+        role = _role(entry)
+        if role == "system":
+            continue
+        edit = edits.get(entry_id)
+        if entry_id not in visible:
+            if edit is not None and edit.get("replacement") is None:
+                why, by = "omitted", edit.get("id")
+            elif latest_compaction is not None:
+                why, by = "compacted", latest_compaction.get("id")
+            else:
+                continue
+        elif edit is not None and edit.get("replacement") is not None:
+            why, by = "replaced", edit.get("id")
+        else:
+            continue
+        text = entry_text(entry)
+        out.append(DroppedEntry(str(entry_id), role, why, by, len(text), _preview(text)))
+    return out
+
+
+def find_dropped(manager: Any, entry_id: str) -> tuple[Any, DroppedEntry | None]:
+    """The entry with `entry_id` (any branch) and its dropped record on the current branch (or None)."""
+    entry = manager.get_entry(entry_id)
+    if entry is None:
+        return None, None
+    record = next((d for d in dropped_entries(manager) if d.entry_id == entry_id), None)
+    return entry, record
