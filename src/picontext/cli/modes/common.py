@@ -129,8 +129,13 @@ def build_session(args: argparse.Namespace, cwd: str | None = None) -> tuple[Age
     model = resolve_model(args, catalog, manager)
     require_api_key(model["provider"], model=model)
     tools = coding_tools(cwd)
+    extra: dict[str, Any] = {}
+    if "settings" in inspect.signature(AgentSession).parameters:  # the runtime with automatic compaction
+        from picontext.compaction.settings import load_settings
+
+        extra["settings"] = load_settings(cwd)
     session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
-                           thinking_level=flag(args, "thinking"))
+                           thinking_level=flag(args, "thinking"), **extra)
     return session, catalog
 
 
@@ -199,13 +204,23 @@ class Controller:
     def auto_compaction_enabled(self) -> bool:
         """On only when the session really compacts by itself (and its setting is on)."""
         value = getattr(self.session, "auto_compaction_enabled", None)
-        return bool(value) if value is not None else False
+        if value is not None:
+            return bool(value)
+        runtime = getattr(self.session, "compaction", None)
+        if runtime is None or not callable(getattr(runtime, "settings", None)):
+            return False
+        return bool(runtime.settings().enabled)
 
     def set_auto_compaction(self, enabled: bool) -> None:
+        """For this session only (settings files are not changed)."""
         setter = getattr(self.session, "set_auto_compaction", None)
-        if setter is None:
-            raise CliError("This runtime has no automatic compaction yet")
-        setter(enabled)
+        if setter is not None:
+            setter(enabled)
+            return
+        settings = getattr(self.session, "settings", None)
+        if settings is None or getattr(self.session, "compaction", None) is None:
+            raise CliError("This runtime has no automatic compaction")
+        self.session.settings = settings.with_overrides({"compaction": {"enabled": enabled}}, "set_auto_compaction")
 
     def context_usage(self) -> tuple[int | None, int, float | None]:
         """(tokens, window, percent); percent None = unknown (right after a compaction)."""
@@ -257,13 +272,13 @@ class Controller:
 
     async def compact(self, instructions: str | None = None) -> dict[str, Any] | None:
         """Manual compaction (spec 03 §5): the session's own when it has one, else the library's."""
+        own = getattr(self.session, "compact", None)
+        if own is not None:  # aborts a running response first; refuses while compacting or navigating
+            return compaction_result_json(await own(instructions))
         if self.session.is_streaming:
             raise CliError("Wait for the current response to finish (or abort it) before compacting")
         if self.is_compacting:
             raise CliError("A compaction is already running")
-        own = getattr(self.session, "compact", None)
-        if own is not None:
-            return compaction_result_json(await own(instructions))
         from picontext.compaction.compact import compact_session
 
         await self.emit({"type": "compaction_start", "reason": "manual"})
@@ -288,15 +303,15 @@ class Controller:
     async def navigate_tree(self, target_id: str, *, summarize: bool = False, instructions: str | None = None,
                             label: str | None = None) -> dict[str, Any]:
         """Move the leaf to `target_id`, optionally summarizing the branch left behind (spec 03 §8)."""
+        own = getattr(self.session, "navigate_tree", None)
+        if own is not None:
+            result = await own(target_id, summarize=summarize, custom_instructions=instructions, label=label)
+            return result if isinstance(result, dict) else _as_dict(result)
         if self.session.is_streaming:
             raise CliError("Wait for the current response to finish before navigating the session tree.")
         if self.is_compacting:
             raise CliError("Wait for the current compaction or tree navigation to finish before navigating "
                            "the session tree.")
-        own = getattr(self.session, "navigate_tree", None)
-        if own is not None:
-            result = await own(target_id, summarize=summarize, custom_instructions=instructions, label=label)
-            return result if isinstance(result, dict) else _as_dict(result)
         target = self.manager.get_entry(target_id)
         if target is None:
             raise CliError(f"Entry {target_id} not found")
@@ -347,11 +362,15 @@ class Controller:
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
-        return {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
-    return dict(value) if value is not None else {"cancelled": False}
+    """A NavigationResult-like object as the spec's JSON (`cancelled`, `aborted`, `editorText`, `summaryEntry`)."""
+    if value is None:
+        return {"cancelled": False}
+    names = {"cancelled": "cancelled", "aborted": "aborted", "editor_text": "editorText",
+             "summary_entry": "summaryEntry"}
+    out = {key: getattr(value, name) for name, key in names.items() if getattr(value, name, None) is not None}
+    if not out.get("aborted"):
+        out.pop("aborted", None)
+    return out
 
 
 # -- footer ----------------------------------------------------------------------------------------
