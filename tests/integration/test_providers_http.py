@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -29,18 +28,6 @@ from picontext.testing import (
 APIS = ["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
 KEY = "sk-test-secret-123456"
 
-
-@pytest.fixture(scope="module")
-def _server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture
-def server(_server: ScriptedModelServer) -> Iterator[ScriptedModelServer]:
-    _server.reset()
-    yield _server
-    _server.assert_complete()
 
 
 def ctx(prompt: str = "hi") -> Context:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from picontext.ai.event_stream import AbortSignal
@@ -23,18 +21,6 @@ from picontext.testing import (
 KEY = "sk-test-secret-123456"
 APIS = ["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
 
-
-@pytest.fixture(scope="module")
-def _server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as server:
-        yield server
-
-
-@pytest.fixture
-def server(_server: ScriptedModelServer) -> Iterator[ScriptedModelServer]:
-    _server.reset()
-    yield _server
-    _server.assert_complete()
 
 
 CTX: Context = {
