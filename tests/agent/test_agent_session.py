@@ -14,6 +14,7 @@ from picontext._clock import FrozenClock
 from picontext.agent.session import AgentSession, SessionBusyError
 from picontext.agent.tools import all_tools
 from picontext.ai.providers import StreamOptions
+from picontext.ai.retry import RetryPolicy
 from picontext.session.manager import SessionManager
 from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
 
@@ -192,7 +193,11 @@ async def test_unreachable_server_ends_with_error_reply(tmp_path: Path) -> None:
     with ScriptedModelServer() as server:
         model = server.model("openai-completions")
     manager = SessionManager.in_memory(str(tmp_path))
-    session = AgentSession(manager, model=model, stream_options=StreamOptions(api_key="k"), clock=FrozenClock())
+    session = AgentSession(
+        manager, model=model, stream_options=StreamOptions(api_key="k"), clock=FrozenClock(),
+        retry=RetryPolicy(max_retries=1, base_delay_ms=1),
+    )
     await session.prompt("hello?")
-    last = session.messages[-1]
+    last = session.messages[-1]  # the first failure was retried once (and omitted), the second one stays
     assert last["stopReason"] == "error" and last["errorMessage"].startswith("Connection error")
+    assert [e["type"] for e in session.manager.get_entries()].count("context_edit") == 1

@@ -37,6 +37,7 @@ __all__ = [
     "AutoRetryStartEvent",
     "CompactionEndEvent",
     "CompactionReason",
+    "CompactionSkippedEvent",
     "CompactionStartEvent",
     "EntryAppendedEvent",
     "ExtensionErrorEvent",
@@ -154,7 +155,19 @@ class CompactionEndEvent(TypedDict):
     willRetry: bool
     errorMessage: NotRequired[str]
     tokensBefore: NotRequired[int]
+    """Ours: the context estimate before (equals `result.tokensBefore` on success)."""
     tokensAfter: NotRequired[int]
+    """Ours: `result.estimatedTokensAfter` on success."""
+
+
+class CompactionSkippedEvent(TypedDict):
+    """Ours: an automatic compaction was due but was not run (anti-thrash); `message` is one line
+    saying why and what to do."""
+
+    type: Literal["compaction_skipped"]
+    reason: CompactionReason
+    message: str
+    tokens: int
 
 
 class EntryAppendedEvent(TypedDict):
@@ -198,6 +211,7 @@ AgentEvent: TypeAlias = (
     | QueueUpdateEvent
     | CompactionStartEvent
     | CompactionEndEvent
+    | CompactionSkippedEvent
     | EntryAppendedEvent
     | AutoRetryStartEvent
     | AutoRetryEndEvent
@@ -228,6 +242,7 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "auto_retry_end",
     "thinking_level_changed",
     "extension_error",
+    "compaction_skipped",
 )
 
 AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES

@@ -7,7 +7,10 @@
     session = AgentSession(manager, model=model, hooks=hooks)
 
 Hooks may be sync or async. A hook that raises is reported (an `extension_error` event) and
-skipped; it never breaks the run. Entry-point plugins, if they come, are loaded by `cli/` only.
+skipped; it never breaks the run. Plugins installed as packages register through the entry-point
+group `picontext.hooks`: each entry point names a callable `register(hooks)` that calls
+`hooks.on(...)`; `load_entry_point_hooks(hooks)` loads them all (a failing plugin is reported,
+not raised).
 
 Events and their contracts:
 
@@ -16,8 +19,20 @@ Events and their contracts:
 * `tool_call(call: ToolCallInfo) -> ToolCallDecision | None`: before a tool runs; may block it.
 * `tool_result(call: ToolCallInfo, result: AgentToolResult) -> AgentToolResult | None`: after a
   tool ran; may replace the result.
-* `session_before_compact`, `session_compact`, `session_compact_failed`, `session_before_tree`:
-  declared for the compaction and tree-navigation layers (they dispatch them).
+* `session_before_compact(event) -> dict | None`: before a compaction summary is written.
+  `event` = `{preparation, branchEntries, customInstructions, reason, willRetry, signal}`.
+  Return `{"cancel": True}` to cancel (stops the chain), or `{"compaction": {"summary",
+  "firstKeptEntryId", "tokensBefore", "details"?}}` to supply the summary; the last non-empty
+  result wins.
+* `session_compact(event)`: after the compaction entry is appended; `{compactionEntry,
+  fromExtension, reason, willRetry}`.
+* `session_compact_failed(event)`: `{reason, errorMessage, aborted, willRetry, fromExtension}`.
+* `session_before_tree(event) -> dict | None`: before a tree navigation; `{preparation: {targetId,
+  oldLeafId, commonAncestorId, entriesToSummarize, userWantsSummary, customInstructions,
+  replaceInstructions, label}, signal}`. Return `{"cancel": True}`, or `{"summary": {"summary",
+  "details"?}}` (used when a summary was asked for), or overrides of `customInstructions`,
+  `replaceInstructions`, `label`.
+* `session_tree(event)`: after a navigation; `{newLeafId, oldLeafId, summaryEntry, fromExtension}`.
 """
 
 from __future__ import annotations
@@ -31,7 +46,18 @@ from typing import Any, Literal, TypeAlias
 from picontext.agent.types import AgentToolResult
 from picontext.ai.types import AgentMessage
 
-__all__ = ["HOOK_EVENTS", "HookError", "HookEvent", "Hooks", "ToolCallDecision", "ToolCallInfo"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "HOOK_EVENTS",
+    "HookError",
+    "HookEvent",
+    "Hooks",
+    "ToolCallDecision",
+    "ToolCallInfo",
+    "load_entry_point_hooks",
+]
+
+ENTRY_POINT_GROUP = "picontext.hooks"
 
 HookEvent: TypeAlias = Literal[
     "context",
@@ -41,6 +67,7 @@ HookEvent: TypeAlias = Literal[
     "session_compact",
     "session_compact_failed",
     "session_before_tree",
+    "session_tree",
 ]
 HOOK_EVENTS: tuple[str, ...] = (
     "context",
@@ -50,6 +77,7 @@ HOOK_EVENTS: tuple[str, ...] = (
     "session_compact",
     "session_compact_failed",
     "session_before_tree",
+    "session_tree",
 )
 
 
@@ -168,3 +196,21 @@ class Hooks:
             except Exception as exc:
                 errors.append(HookError(_name(fn), event, f"{type(exc).__name__}: {exc}"))
         return results, errors
+
+
+def load_entry_point_hooks(hooks: Hooks, group: str = ENTRY_POINT_GROUP) -> list[HookError]:
+    """Load every installed plugin of the entry-point `group` into `hooks`.
+
+    Each entry point must name a callable taking the `Hooks` object (`register(hooks)`).
+    Returns the failures (import errors, a register function that raised); never raises.
+    """
+    from importlib.metadata import entry_points
+
+    errors: list[HookError] = []
+    for ep in entry_points(group=group):
+        try:
+            register = ep.load()
+            register(hooks)
+        except Exception as exc:
+            errors.append(HookError(f"{ep.name} ({ep.value})", "load", f"{type(exc).__name__}: {exc}"))
+    return errors

@@ -1,17 +1,21 @@
-"""AgentSession: one conversation, bound to a `SessionManager` (Pi agent-session.ts, first version).
+"""AgentSession: one conversation bound to a `SessionManager` (Pi agent-session.ts).
 
 It drives the loop (`picontext.agent.loop`) and consumes its events: every message is persisted
 at its `message_end`, then the event goes to the listeners. Each request is built from the
 session projection (`manager.build_session_projection().messages`), so whatever the session
 file says (compactions, context edits) is what the model sees.
 
-Seams for compaction (spec 03 §2), deliberately empty in this version:
+Compaction is checked at three moments (spec 03 §2; `compaction_runtime.py`):
 
-* `_prepare_next_turn` runs between turns of a run, before another request: it calls
-  `_check_compaction("threshold", ...)` (check A) and then refreshes the projection;
-* `_prepare_request` runs before every request: it swaps in the fresh projection;
-* `_after_run` runs after each low-level run (check B) and `_before_prompt` before a new prompt
-  (check C); both call `_check_compaction`.
+* check A, between turns of a run, before another request (threshold only);
+* check B, after each low-level run: transient-error retry (`retries.py`), overflow recovery
+  (omit the failed attempt, compact, retry once), threshold;
+* check C, before a new prompt (aborted replies count here).
+
+Plus `compact(instructions)` (manual) and `navigate_tree(...)` (`navigation.py`). The session
+is a small state machine: idle, running, compacting (manual) or navigating. One operation at a
+time: a prompt during a run is queued (steer/follow-up) or refused; a prompt, compaction or
+navigation during a compaction or navigation is refused with a clear `SessionBusyError`.
 
 Example::
 
@@ -31,9 +35,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from picontext._clock import Clock, SystemClock
+from picontext.agent.compaction_runtime import CompactionRuntime
 from picontext.agent.events import AgentEvent
 from picontext.agent.hooks import Hooks
 from picontext.agent.loop import AgentLoopConfig, run_agent_loop, run_agent_loop_continue
+from picontext.agent.navigation import NavigationResult, navigate_tree
+from picontext.agent.retries import RetryRuntime, Sleep, retry_policy_from_settings
 from picontext.agent.types import (
     THINKING_LEVELS,
     AgentContext,
@@ -47,25 +54,35 @@ from picontext.agent.types import (
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.models import Model
 from picontext.ai.providers import StreamOptions
+from picontext.ai.retry import RetryPolicy
 from picontext.ai.stream import StreamFunction, stream
 from picontext.ai.types import AgentMessage, AssistantMessage, ImageContent
+from picontext.compaction.completion import Completion
+from picontext.compaction.settings import Settings
+from picontext.compaction.tokens import calculate_context_tokens, get_assistant_usage
 from picontext.session.manager import SessionManager
+from picontext.session.projection import field_of
 
-__all__ = ["AgentSession", "ContextUsage", "Listener", "SessionBusyError"]
+__all__ = ["AgentSession", "ContextUsage", "Listener", "NavigationResult", "SessionBusyError"]
 
 Listener = Callable[[AgentEvent], Awaitable[None] | None]
-CompactionCheck = Literal["threshold", "post_run", "pre_prompt"]
 _PERSISTED_AS_MESSAGE = frozenset({"system", "user", "assistant", "toolResult", "bashExecution"})
+COMPACTING_PROMPT = (
+    "Cannot submit a prompt while compaction is in progress. Wait for compaction to finish and retry."
+)
+NAVIGATING_PROMPT = (
+    "Cannot submit a prompt while tree navigation is in progress. Wait for it to finish and retry."
+)
 
 
 class SessionBusyError(RuntimeError):
-    """`prompt()` while a run is active, without saying whether to steer or follow up."""
+    """The session cannot take this request now (a run, compaction or navigation is active)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ContextUsage:
-    """How full the context window is. `tokens`/`percent` are None when unknown (e.g. right
-    after a compaction, until the next reply reports usage)."""
+    """How full the context window is. `tokens`/`percent` are None when unknown (right after a
+    compaction, until the next reply reports usage)."""
 
     tokens: int | None
     context_window: int
@@ -84,8 +101,9 @@ def usage_tokens(message: AssistantMessage) -> int:
 class AgentSession:
     """One conversation: a model, tools, queues and a session file.
 
-    Invariant: every message the loop finalizes is in the manager (appended at its
-    `message_end`) before listeners see that event, and at most one run is active.
+    Invariants: every message the loop finalizes is in the manager (appended at its
+    `message_end`) before listeners see that event; at most one operation (run, manual
+    compaction, navigation) is active (`_busy`).
     """
 
     def __init__(
@@ -103,7 +121,17 @@ class AgentSession:
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
         clock: Clock | None = None,
+        settings: Settings | None = None,
+        retry: RetryPolicy | None = None,
+        summarizer: Completion | None = None,
+        sleep: Sleep | None = None,
+        context_tools: bool = False,
+        compaction_requests_per_prompt: int = 1,
     ) -> None:
+        """`settings` (compaction, branchSummary, retry sections; defaults when None), `retry`
+        (overrides settings' retry section), `summarizer` (the model writing summaries; default:
+        the session's model), `sleep` (retry back-off, injectable for tests), `context_tools`
+        (add `context_usage`, `request_compaction` and `recall` tools)."""
         self.manager = manager
         self.tools = list(tools)
         self.system_prompt = system_prompt
@@ -114,17 +142,33 @@ class AgentSession:
         self.steering_mode = steering_mode
         self.follow_up_mode = follow_up_mode
         self.clock = clock or SystemClock()
+        self.settings = settings or Settings()
+        self.retry_policy = retry or retry_policy_from_settings(self.settings.data)
+        self.summarizer = summarizer
+        self.compaction = CompactionRuntime(self)
+        self.retries = RetryRuntime(self, sleep)
+        self.compaction_requests_per_prompt = compaction_requests_per_prompt
+        self.compaction_requests_used = 0
         self._listeners: list[Listener] = []
         self._steering: list[AgentMessage] = []
         self._follow_up: list[AgentMessage] = []
         self._shown_queue: tuple[list[str], list[str]] = ([], [])
         self._signal: AbortSignal | None = None
+        self._nav_signal: AbortSignal | None = None
+        self._busy: Literal["run", "compact", "navigate"] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[Any] | None = None
+        self._entry_of: dict[int, tuple[Any, str]] = {}
+        self._last_assistant: AssistantMessage | None = None
+        self._last_tool_results: list[Any] = []
         self.model = model
         self.thinking_level: ThinkingLevel = "off"
         self._record_initial_settings(model, thinking_level)
+        if context_tools:
+            from picontext.agent.tools.context import context_tools as make_context_tools
+
+            self.tools.extend(make_context_tools(self))
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -135,16 +179,41 @@ class AgentSession:
 
     @property
     def is_streaming(self) -> bool:
-        return not self._idle.is_set()
+        return self._busy == "run"
+
+    @property
+    def is_compacting(self) -> bool:
+        return self.compaction.running or self._busy == "navigate"
+
+    @property
+    def is_retrying(self) -> bool:
+        return self.retries.sleeping is not None
+
+    @property
+    def is_idle(self) -> bool:
+        return self._busy is None and not self.compaction.running
 
     @property
     def pending_message_count(self) -> int:
         return len(self._steering) + len(self._follow_up)
 
+    def has_queued_messages(self) -> bool:
+        return bool(self._steering or self._follow_up)
+
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` (sync or async) with every event; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def entry_id_of(self, message: Any) -> str | None:
+        """The id of the entry that persisted `message` (identity), or None."""
+        hit = self._entry_of.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        for entry in reversed(self.manager.get_branch()):
+            if field_of(entry, "type") == "message" and entry.get("message") is message:
+                return entry["id"]  # type: ignore[no-any-return]
+        return None
 
     # -- settings --------------------------------------------------------------------------------
 
@@ -174,20 +243,39 @@ class AgentSession:
             self.manager.append_thinking_level_change(level)
         self.thinking_level = level
 
-    def get_context_usage(self) -> ContextUsage | None:
-        """Tokens in the context as the latest valid reply on the projection reported them.
+    @property
+    def auto_compaction_enabled(self) -> bool:
+        return self.compaction.settings().enabled
 
-        Placeholder until compaction lands: it does not yet estimate messages after that reply
-        nor report None right after a compaction (spec 03 §7).
-        """
-        window = self.model.get("contextWindow") or 0
+    def set_auto_compaction(self, enabled: bool) -> None:
+        """Turn automatic compaction (threshold and overflow) on or off for this session only;
+        settings files are not changed (spec 03 §12 item 17)."""
+        self.settings = self.settings.with_overrides({"compaction": {"enabled": enabled}}, "set_auto_compaction")
+
+    def get_context_usage(self) -> ContextUsage | None:
+        """Tokens in the context now (spec 03 §7): None without a known window; tokens and percent
+        None after a compaction until a reply on the new context reports usage."""
+        window = int(self.model.get("contextWindow") or 0)
         if window <= 0:
             return None
-        for message in reversed(self.messages):
-            if message.get("role") == "assistant" and message.get("stopReason") not in ("error", "aborted"):
-                tokens = usage_tokens(message)  # type: ignore[arg-type]
-                return ContextUsage(tokens, window, tokens / window * 100)
-        return ContextUsage(None, window, None)
+        branch = self.manager.get_branch()
+        latest = max((i for i, e in enumerate(branch) if field_of(e, "type") == "compaction"), default=None)
+        if latest is not None:
+            projected_ids = {
+                field_of(item.source_entry, "id")
+                for item in self.manager.build_session_projection().entries
+                if item.messages
+            }
+            fresh = any(
+                field_of(e, "type") == "message"
+                and e["id"] in projected_ids
+                and get_assistant_usage(e.get("message")) is not None
+                for e in branch[latest + 1 :]
+            )
+            if not fresh:
+                return ContextUsage(None, window, None)
+        tokens = self.compaction.projected_tokens()
+        return ContextUsage(tokens, window, tokens / window * 100)
 
     # -- queues ------------------------------------------------------------------------------------
 
@@ -224,7 +312,13 @@ class AgentSession:
         self._shown_queue = state
         await self._emit({"type": "queue_update", "steering": state[0], "followUp": state[1]})
 
-    # -- runs --------------------------------------------------------------------------------------
+    # -- operations ----------------------------------------------------------------------------------
+
+    def _admit_prompt(self) -> None:
+        if self.compaction.running or (self._busy == "compact" and self.compaction.running):
+            raise SessionBusyError(COMPACTING_PROMPT)
+        if self._busy == "navigate":
+            raise SessionBusyError(NAVIGATING_PROMPT)
 
     async def prompt(
         self,
@@ -234,7 +328,7 @@ class AgentSession:
         streaming_behavior: Literal["steer", "followUp"] | None = None,
     ) -> None:
         """Send a user message and run until the agent settles (or queue it while a run is active)."""
-        if self.is_streaming:
+        if self._busy == "run":
             if streaming_behavior == "steer":
                 return await self.steer(text)
             if streaming_behavior == "followUp":
@@ -242,41 +336,130 @@ class AgentSession:
             raise SessionBusyError(
                 "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
             )
+        self._admit_prompt()
         await self._run([self._user_message(text, images)])
 
     async def abort(self) -> None:
-        """Stop the active run: the streamed reply ends "aborted", running tools are stopped; then
-        wait until the session is idle (unless called from inside the run itself)."""
+        """Stop whatever runs: the streamed reply ends "aborted", tools are stopped, a retry
+        back-off, compaction or branch summary is cancelled; then wait until the session is idle
+        (unless called from inside the operation itself)."""
         if self._signal is not None:
             self._signal.abort("aborted by user")
+        self.retries.abort()
+        self.compaction.abort()
+        if self._nav_signal is not None:
+            self._nav_signal.abort("aborted by user")
         if self._task is not None and asyncio.current_task() is not self._task:
             await self._idle.wait()
+
+    def abort_compaction(self) -> None:
+        """Cancel the running compaction only (the run, if any, goes on uncompacted)."""
+        self.compaction.abort()
+
+    def abort_retry(self) -> None:
+        """Cancel a retry back-off only."""
+        self.retries.abort()
 
     async def wait_for_idle(self) -> None:
         await self._idle.wait()
 
-    async def _run(self, prompts: list[AgentMessage]) -> None:
+    def _enter(self, kind: Literal["run", "compact", "navigate"]) -> None:
+        self._busy = kind
         self._idle.clear()
         self._task = asyncio.current_task()
-        self._signal = signal = AbortSignal()
-        try:
-            await self._before_prompt()
-            await self._consume(run_agent_loop(prompts, self._context(), self._loop_config(), signal))
-            while not signal.aborted:
-                if await self._after_run():
-                    await self._consume(run_agent_loop_continue(self._context(), self._loop_config(), signal))
-                    continue
-                queued = self._drain(self._steering, self.steering_mode) or self._drain(
-                    self._follow_up, self.follow_up_mode
-                )
-                if not queued:
-                    break
-                await self._consume(run_agent_loop(queued, self._context(), self._loop_config(), signal))
-        finally:
-            self._signal = None
+
+    def _leave(self, kind: str) -> None:
+        if self._busy == kind:
+            self._busy = None
             self._task = None
             self._idle.set()
+
+    async def compact(self, instructions: str | None = None) -> dict[str, Any]:
+        """Compact now (spec 03 §5). A running response is aborted first. Returns the
+        CompactionResult (`summary`, `firstKeptEntryId`, `tokensBefore`, `estimatedTokensAfter`);
+        raises the original error (e.g. "Nothing to compact (session too small)")."""
+        if self.compaction.running or self._busy == "compact":
+            raise SessionBusyError("Compaction already in progress")
+        if self._busy == "navigate":
+            raise SessionBusyError("Tree navigation in progress; compact after it finishes")
+        if self._busy == "run":
+            if asyncio.current_task() is self._task:
+                raise SessionBusyError(
+                    "compact() was called from inside the running agent and would wait for itself; "
+                    "use the request_compaction tool, or call compact() after the run settles"
+                )
+            await self.abort()
+        self._enter("compact")
+        try:
+            return await self.compaction.compact_manual(instructions)
+        finally:
+            self._leave("compact")
+
+    async def navigate_tree(
+        self,
+        target_id: str,
+        *,
+        summarize: bool = False,
+        custom_instructions: str | None = None,
+        replace_instructions: bool = False,
+        label: str | None = None,
+    ) -> NavigationResult:
+        """Move the leaf to `target_id`, optionally leaving a branch summary (spec 03 §8)."""
+        if self._busy == "run":
+            raise SessionBusyError("Wait for the current response to finish before navigating the session tree.")
+        if self._busy is not None or self.compaction.running:
+            raise SessionBusyError(
+                "Wait for the current compaction or tree navigation to finish before navigating the session tree."
+            )
+        self._enter("navigate")
+        self._nav_signal = signal = AbortSignal()
+        try:
+            return await navigate_tree(
+                self, target_id, summarize=summarize, custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions, label=label, signal=signal,
+            )
+        finally:
+            self._nav_signal = None
+            self._leave("navigate")
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    async def _run(self, prompts: list[AgentMessage]) -> None:
+        self._enter("run")
+        self._signal = signal = AbortSignal()
+        self.compaction_requests_used = 0
+        self._last_assistant, self._last_tool_results = None, []
+        try:
+            await self._before_prompt(signal)
+            if signal.aborted:
+                return
+            await self._consume(run_agent_loop(prompts, self._context(), self._loop_config(), signal))
+            while not signal.aborted:
+                go_on = await self._after_run(signal)
+                if not await self._continue(go_on, signal):
+                    break
+        finally:
+            if signal.aborted:
+                await self.retries.close_cancelled()
+            self._signal = None
+            self._leave("run")
             await self._emit({"type": "agent_settled"})
+
+    async def _continue(self, go_on: bool, signal: AbortSignal) -> bool:
+        """Start the next low-level run: continue from the transcript, or deliver queued messages.
+        Never fails with "Cannot continue from message role: assistant" (spec 03 §12 item 15)."""
+        if signal.aborted:
+            return False
+        if go_on:
+            messages = self.messages
+            if any(m.get("role") != "system" for m in messages) and messages[-1].get("role") != "assistant":
+                await self._consume(run_agent_loop_continue(self._context(), self._loop_config(), signal))
+                return True
+        queued = self._drain(self._steering, self.steering_mode) or self._drain(self._follow_up, self.follow_up_mode)
+        if not queued:
+            return False
+        await self._consume(run_agent_loop(queued, self._context(), self._loop_config(), signal))
+        return True
 
     def _context(self) -> AgentContext:
         return AgentContext(self.messages, self.system_prompt, list(self.tools))
@@ -305,43 +488,73 @@ class AgentSession:
 
     async def _handle(self, event: AgentEvent) -> None:
         kind = event["type"]
-        if kind == "message_start" and event["message"].get("role") == "user":  # type: ignore[typeddict-item]
+        message: Any = event.get("message")
+        if kind == "message_start" and message.get("role") == "user":
+            self.compaction.fuse = False
             await self._emit_queue()  # a queued message was delivered
         elif kind == "message_end":
-            self._persist(event["message"])  # type: ignore[typeddict-item]
+            self._persist(message)
+            if message.get("role") == "assistant":
+                self._last_assistant = message
+                if message.get("stopReason") not in ("error", "length"):
+                    self.compaction.fuse = False
+        elif kind == "turn_end":
+            self._last_tool_results = list(event.get("toolResults") or [])  # type: ignore[call-overload]
         elif kind == "agent_end":
-            event = {**event, "willRetry": False}  # type: ignore[assignment]
+            aborted = self._signal is not None and self._signal.aborted
+            will_retry = self.retries.will_retry(event["messages"], aborted)  # type: ignore[typeddict-item]
+            event = {**event, "willRetry": will_retry}  # type: ignore[assignment]
         await self._emit(event)
+        if kind == "message_end" and message.get("role") == "assistant":
+            await self.retries.on_assistant_end(message)
 
     def _persist(self, message: AgentMessage) -> None:
         role = message.get("role")
         if role == "custom":
             m: Any = message
-            self.manager.append_custom_message_entry(m["customType"], m["content"], m["display"], m.get("details"))
+            entry_id = self.manager.append_custom_message_entry(m["customType"], m["content"], m["display"],
+                                                                m.get("details"))
         elif role in _PERSISTED_AS_MESSAGE:
-            self.manager.append_message(message)  # type: ignore[arg-type]
+            entry_id = self.manager.append_message(message)  # type: ignore[arg-type]
+        else:
+            return
+        self._entry_of[id(message)] = (message, entry_id)
 
-    async def _emit(self, event: AgentEvent) -> None:
+    async def omit(self, messages: Sequence[Any]) -> list[str]:
+        """Remove `messages` from the model's context with `context_edit{replacement: null}` entries
+        (the raw entries stay in the file); `entry_appended` for each. Returns the edit ids."""
+        ids: list[str] = []
+        for message in messages:
+            entry_id = self.entry_id_of(message)
+            if entry_id is None or not self.compaction._is_projected(entry_id):
+                continue
+            edit_id = self.manager.append_context_edit(entry_id, None)
+            ids.append(edit_id)
+            await self._emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})  # type: ignore[typeddict-item]
+        return ids
+
+    async def _emit(self, event: Any) -> None:
         for listener in list(self._listeners):
             result = listener(event)
             if inspect.isawaitable(result):
                 await result
 
-    # -- seams for compaction ----------------------------------------------------------------------
+    async def _emit_hook_error(self, path: str, event: str, exc: Exception) -> None:
+        await self._emit({"type": "extension_error", "extensionPath": path, "event": event,
+                          "error": f"{type(exc).__name__}: {exc}"})
 
-    async def _check_compaction(self, check: CompactionCheck, message: AssistantMessage | None = None) -> bool:
-        """Decide whether to compact now, and do it. No-op in this version; returns False.
+    async def _hook(self, event: Any, payload: Any) -> list[Any]:
+        results, errors = await self.hooks.emit(event, payload)
+        for err in errors:
+            await self._emit({"type": "extension_error", "extensionPath": err.path, "event": err.event,
+                              "error": err.error})
+        return results
 
-        Hook point for the compaction layer (spec 03 §2.5 `_checkCompaction`): it will apply the
-        gates (enabled, aborted, same model, usage newer than the latest compaction, projection
-        consistency), run threshold compaction or overflow recovery, emit compaction_start/end,
-        and return True when the caller should continue the run (e.g. retry after recovery).
-        """
-        return False
+    # -- the three checks ----------------------------------------------------------------------------
 
     async def _prepare_next_turn(self, turn: TurnContext) -> NextTurn:
         """Between turns of one run, before another request (check A, then a fresh projection)."""
-        await self._check_compaction("threshold", turn.message)
+        await self.compaction.check_threshold(self._signal)
         return NextTurn(
             messages=self.messages, tools=list(self.tools), model=self.model, thinking_level=self.thinking_level
         )
@@ -350,10 +563,38 @@ class AgentSession:
         """Before every request: the current projection, tools, model and thinking level."""
         return RequestContext(self.messages, list(self.tools), self.model, self.thinking_level, self.system_prompt)
 
-    async def _after_run(self) -> bool:
-        """After each low-level run (check B). True = continue the session run with another one."""
-        return await self._check_compaction("post_run")
+    async def _after_run(self, signal: AbortSignal) -> bool:
+        """After each low-level run (check B, spec 03 §2.3). True = continue the session run."""
+        message, results = self._last_assistant, self._last_tool_results
+        self._last_assistant, self._last_tool_results = None, []
+        if signal.aborted:
+            await self.retries.close_cancelled()
+            return False
+        if message is None:
+            return self.has_queued_messages()
+        if message.get("stopReason") == "error" and self.retries.is_retryable(message):
+            if await self.retries.prepare(message, signal):
+                if signal.aborted:
+                    return False
+                await self.compaction.check_threshold(signal)  # ours: a retry honours the threshold
+                return not signal.aborted
+        if signal.aborted:
+            await self.retries.close_cancelled()
+            return False
+        if message.get("stopReason") == "error" and self.retries.attempt > 0:
+            await self.retries.close_exhausted(message)
+        if await self.compaction.check(message, skip_aborted=True, tool_results=results, signal=signal):
+            return True
+        return self.has_queued_messages()
 
-    async def _before_prompt(self) -> None:
+    async def _before_prompt(self, signal: AbortSignal) -> None:
         """Before a new prompt's run starts (check C; aborted replies count here)."""
-        await self._check_compaction("pre_prompt")
+        last = next((m for m in reversed(self.messages) if m.get("role") == "assistant"), None)
+        if last is not None:
+            await self.compaction.check(last, skip_aborted=False, pre_prompt=True, signal=signal)
+
+
+def reply_context_tokens(message: Any) -> int | None:
+    """Context tokens a valid reply reports (None for aborted/error/zero usage)."""
+    usage = get_assistant_usage(message)
+    return int(calculate_context_tokens(usage)) if usage is not None else None

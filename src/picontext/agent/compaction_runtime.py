@@ -1,0 +1,545 @@
+"""Compaction inside a live agent session: when to compact, overflow recovery, manual compaction.
+
+Spec 03 §2-§5 (Pi `_checkCompaction`, `_runAutoCompaction`, `compact`, `_omitRecoveryAttempt`).
+`CompactionRuntime` belongs to one `AgentSession`; the session calls it at the three check
+times:
+
+* check A, between turns of a run: `check_threshold()` (threshold only, projected estimate);
+* check B, after a low-level run: `check(message, skip_aborted=True, tool_results)`;
+* check C, before a new prompt: `check(message, skip_aborted=False, pre_prompt=True)`;
+* on request: `compact_manual(instructions)`.
+
+What we do beyond the reference (docs/divergences.md, "Agent runtime"):
+
+* staleness (gate G3) is decided by journal order, not by comparing wall-clock timestamps;
+* an unknown window (0) disables threshold compaction everywhere (overflow recovery still works);
+* anti-thrash: before an automatic compaction the size after it is predicted; one that cannot
+  get under the threshold is re-planned with a smaller kept tail, and skipped (one-line
+  `compaction_skipped` event) when even that cannot help; after an ineffective compaction the
+  threshold check backs off until the context has grown by a margin;
+* the pre-prompt check never announces a retry (it omits a failed attempt and compacts, no
+  `willRetry`), and does not report the fuse failure a second time;
+* the summary entry handed to `session_compact` is the appended one (by id, not by text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import TYPE_CHECKING, Any, Literal
+
+from picontext.agent.events import CompactionReason
+from picontext.ai.event_stream import AbortSignal
+from picontext.ai.overflow import is_context_overflow, is_recoverable_length
+from picontext.compaction.compact import estimated_tokens
+from picontext.compaction.completion import Completion, StreamCompletion
+from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
+from picontext.compaction.settings import CompactionSettings
+from picontext.compaction.summarize import summarize_preparation
+from picontext.compaction.tokens import (
+    calculate_context_tokens,
+    estimate_context_tokens,
+    estimate_projected_context_tokens,
+    estimate_tokens,
+    get_assistant_usage,
+    should_compact,
+)
+from picontext.errors import CompactionError, NothingToCompact
+from picontext.session.projection import field_of
+from picontext.session.system_prompt import get_current_system_message
+
+if TYPE_CHECKING:
+    from picontext.agent.session import AgentSession
+
+__all__ = [
+    "OVERFLOW_RECOVERY_FAILED",
+    "TRUNCATED_RECOVERY_FAILED",
+    "CompactionCancelled",
+    "CompactionRuntime",
+]
+
+OVERFLOW_RECOVERY_FAILED = (
+    "Context overflow recovery failed after one compact-and-retry attempt. "
+    "Try reducing context or switching to a larger-context model."
+)
+TRUNCATED_RECOVERY_FAILED = "Truncated response recovery failed after one compact-and-retry attempt."
+
+
+class CompactionCancelled(CompactionError):
+    """The compaction was aborted (user abort, `abort_compaction()`) or cancelled by a hook."""
+
+    def __init__(self, message: str = "Compaction cancelled", *, by_extension: bool = False) -> None:
+        super().__init__(message)
+        self.by_extension = by_extension
+
+
+@dataclasses.dataclass(slots=True)
+class _Plan:
+    preparation: CompactionPreparation
+    settings: CompactionSettings
+    predicted_after: int
+
+
+class CompactionRuntime:
+    """Compaction state of one session: the one-shot overflow fuse, the active controller, the
+    anti-thrash back-off and agent-requested compactions.
+
+    Invariant: at most one compaction runs at a time (`controller` is set while it runs).
+    """
+
+    def __init__(self, session: AgentSession) -> None:
+        self.s = session
+        self.fuse = False
+        """Pi `_overflowRecoveryAttempted`: one compact-and-retry per user message."""
+        self.controller: AbortSignal | None = None
+        self.reason: CompactionReason | None = None
+        self.backoff_until: int | None = None
+        """After an ineffective compaction: skip threshold compaction until the context exceeds this."""
+        self.requested: str | None = None
+        """Instructions of a compaction the agent asked for (request_compaction tool); "" = none given."""
+        self._skipped_at: int | None = None
+
+    # -- facts -------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.controller is not None
+
+    def settings(self) -> CompactionSettings:
+        return self.s.settings.compaction(self.s.model)
+
+    def window(self) -> int:
+        return int(self.s.model.get("contextWindow") or 0)
+
+    def threshold(self) -> int | None:
+        """Tokens above which a compaction is due; None when the window is unknown."""
+        window = self.window()
+        if window <= 0:
+            return None
+        return window - self.settings().reserve_tokens
+
+    def projected_tokens(self) -> int:
+        manager = self.s.manager
+        estimate = estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())
+        return int(estimate["tokens"])
+
+    def _branch_position(self, entry_id: str | None) -> int | None:
+        if entry_id is None:
+            return None
+        for i, entry in enumerate(self.s.manager.get_branch()):
+            if field_of(entry, "id") == entry_id:
+                return i
+        return None
+
+    def _latest_compaction_position(self) -> int | None:
+        branch = self.s.manager.get_branch()
+        for i in range(len(branch) - 1, -1, -1):
+            if field_of(branch[i], "type") == "compaction":
+                return i
+        return None
+
+    def _is_stale(self, message: Any) -> bool:
+        """Gate G3 by journal order: the message's entry comes before the latest compaction."""
+        compaction_at = self._latest_compaction_position()
+        if compaction_at is None:
+            return False
+        position = self._branch_position(self.s.entry_id_of(message))
+        if position is None:  # not persisted (or not on this branch): fall back to time
+            compaction = self.s.manager.get_branch()[compaction_at]
+            from picontext.session.projection import entry_time_ms
+
+            return bool((message.get("timestamp") or 0) <= entry_time_ms(compaction))
+        return position < compaction_at
+
+    def _is_projected(self, entry_id: str | None) -> bool:
+        if entry_id is None:
+            return True
+        return any(
+            field_of(item.source_entry, "id") == entry_id and item.messages
+            for item in self.s.manager.build_session_projection().entries
+        )
+
+    # -- check A -------------------------------------------------------------------------------
+
+    async def check_threshold(self, signal: AbortSignal | None = None) -> bool:
+        """Between turns (and before a retry): compact when the projected context is over the
+        threshold, or when the agent asked for it. Returns True when a compaction ran."""
+        if signal is not None and signal.aborted:
+            return False
+        if self.requested is not None:
+            instructions, self.requested = self.requested, None
+            return await self.run_auto("manual", False, signal=signal, instructions=instructions or None)
+        threshold = self.threshold()
+        settings = self.settings()
+        if threshold is None or not settings.enabled:
+            return False
+        tokens = self.projected_tokens()
+        if not should_compact(tokens, self.window(), settings):
+            return False
+        return await self.run_auto("threshold", False, signal=signal, tokens=tokens)
+
+    # -- checks B and C ------------------------------------------------------------------------
+
+    async def check(
+        self,
+        message: Any,
+        *,
+        skip_aborted: bool = True,
+        tool_results: list[Any] | None = None,
+        pre_prompt: bool = False,
+        signal: AbortSignal | None = None,
+    ) -> bool:
+        """Pi `_checkCompaction`: overflow recovery or threshold compaction for `message`.
+
+        Returns True when the caller should continue the run (a retry after recovery, or queued
+        messages after a successful compaction).
+        """
+        settings = self.settings()
+        if not settings.enabled:  # G1 (overflow too)
+            return False
+        if skip_aborted and message.get("stopReason") == "aborted":  # G2
+            return False
+        if self._is_stale(message):  # G3, by journal order
+            return False
+        model = self.s.model
+        window = self.window()
+        same_model = message.get("provider") == model.get("provider") and message.get("model") == model.get("id")
+        entry_id = self.s.entry_id_of(message)
+        projected = self._is_projected(entry_id)
+        after = self._entries_after(entry_id)
+        edit_after = any(field_of(e, "type") == "context_edit" for e in after)
+        retained = entry_id is None or self._retained_for_explicit(entry_id, after)
+        explicit = message.get("stopReason") == "error" and is_context_overflow(message, None)
+        usage_matches = projected and not edit_after
+        overflow = same_model and (
+            (explicit and retained) or (usage_matches and is_context_overflow(message, window))
+        )
+        recoverable = same_model and projected and is_recoverable_length(message, int(model.get("maxTokens") or 0))
+        if overflow or recoverable:
+            return await self._overflow(message, overflow, tool_results or [], pre_prompt, signal)
+        return await self._threshold_after(message, settings, signal)
+
+    def _entries_after(self, entry_id: str | None) -> list[Any]:
+        position = self._branch_position(entry_id)
+        if position is None:
+            return []
+        return list(self.s.manager.get_branch()[position + 1 :])
+
+    @staticmethod
+    def _retained_for_explicit(entry_id: str, after: list[Any]) -> bool:
+        if any(field_of(e, "type") == "compaction" for e in after):
+            return False
+        edits = [e for e in after if field_of(e, "type") == "context_edit" and e.get("targetId") == entry_id]
+        return not edits or edits[-1].get("replacement") is not None
+
+    async def _overflow(
+        self, message: Any, overflow: bool, tool_results: list[Any], pre_prompt: bool, signal: AbortSignal | None
+    ) -> bool:
+        if message.get("stopReason") == "stop":  # silent overflow: keep the answer, no retry
+            return await self.run_auto("overflow", False, signal=signal)
+        if self.fuse:
+            if pre_prompt:  # already reported after the run; the new prompt resets the fuse
+                return False
+            error = OVERFLOW_RECOVERY_FAILED if overflow else TRUNCATED_RECOVERY_FAILED
+            await self.s._emit(
+                {"type": "compaction_end", "reason": "overflow", "aborted": False, "willRetry": False,
+                 "errorMessage": error}
+            )
+            await self._hook_failed("overflow", error, aborted=False, from_extension=False)
+            return False
+        if pre_prompt:  # ours: drop the failed attempt and compact, never announce a retry
+            await self.s.omit([message])
+            await self.run_auto("overflow", False, signal=signal)
+            return False
+        self.fuse = True
+        await self.s.omit([message, *tool_results])
+        return await self.run_auto("overflow", True, signal=signal)
+
+    async def _threshold_after(self, message: Any, settings: CompactionSettings, signal: AbortSignal | None) -> bool:
+        window = self.window()
+        if window <= 0:  # ours: an unknown window never triggers threshold compaction
+            return False
+        manager = self.s.manager
+        projection = manager.build_session_projection()
+        has_edits = any(field_of(item.source_entry, "type") == "context_edit" for item in projection.entries)
+        usage = message.get("usage")
+        direct = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
+        direct = 0 if direct != direct else int(direct)
+        if has_edits:
+            tokens = int(estimate_projected_context_tokens(projection, manager.get_branch())["tokens"])
+        elif message.get("stopReason") == "error" or direct == 0:
+            estimate = estimate_context_tokens(projection.messages)
+            index = estimate["lastUsageIndex"]
+            if index is not None and self._is_stale(projection.messages[index]):
+                return False
+            tokens = int(estimate["tokens"])
+        else:
+            tokens = direct
+        if not should_compact(tokens, window, settings):
+            return False
+        return await self.run_auto("threshold", False, signal=signal, tokens=tokens)
+
+    # -- the compaction itself -------------------------------------------------------------------
+
+    def completion(self) -> Completion:
+        if self.s.summarizer is not None:
+            return self.s.summarizer
+        options = self.s.stream_options
+        return StreamCompletion(
+            self.s.model, api_key=options.api_key, retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
+            client=getattr(options, "client", None),
+        )
+
+    def _predict_after(self, prep: CompactionPreparation) -> int:
+        """Size after compacting with `prep`, not counting the summary: system + kept messages."""
+        projection = prep.projection
+        system = get_current_system_message(projection.messages)
+        tokens = estimate_tokens(system) if system is not None else 0
+        for item in projection.entries[prep.first_kept_entry_index :]:
+            tokens += sum(estimate_tokens(m) for m in item.messages if field_of(m, "role") != "system")
+        return tokens
+
+    def plan(self, reason: CompactionReason) -> tuple[_Plan | None, str | None]:
+        """The preparation to use, or None and one line saying why nothing can be compacted."""
+        manager = self.s.manager
+        branch = manager.get_branch()
+        settings = self.settings()
+        prep = prepare_compaction(branch, settings, projection=manager.build_session_projection())
+        threshold = self.threshold()
+        if prep is not None and (reason == "manual" or threshold is None):
+            return _Plan(prep, settings, self._predict_after(prep)), None
+        if prep is not None:
+            predicted = self._predict_after(prep)
+            if predicted < threshold:  # type: ignore[operator]
+                return _Plan(prep, settings, predicted), None
+        # Ours: re-plan with a smaller kept tail (small windows, oversized recent content).
+        if threshold is not None and threshold > 0:
+            for keep in (threshold // 2, threshold // 4):
+                if keep <= 0 or keep >= settings.keep_recent_tokens:
+                    continue
+                smaller = dataclasses.replace(settings, keep_recent_tokens=keep)
+                retry = prepare_compaction(branch, smaller, projection=manager.build_session_projection())
+                if retry is not None:
+                    predicted = self._predict_after(retry)
+                    if predicted < threshold:
+                        return _Plan(retry, smaller, predicted), None
+        if prep is not None and reason == "overflow":
+            return _Plan(prep, settings, self._predict_after(prep)), None
+        if prep is None:
+            if branch and field_of(branch[-1], "type") == "compaction":
+                return None, "Already compacted"
+            return None, "Nothing to compact (session too small)"
+        predicted = self._predict_after(prep)
+        return None, (
+            f"the most recent context alone (~{predicted} tokens) is above the compaction threshold ({threshold}); "
+            "a summary cannot free enough. Use a model with a larger context window or start a new session."
+        )
+
+    async def run_auto(
+        self,
+        reason: CompactionReason,
+        will_retry: bool,
+        *,
+        signal: AbortSignal | None = None,
+        tokens: int | None = None,
+        instructions: str | None = None,
+    ) -> bool:
+        """Pi `_runAutoCompaction`. True = continue the run (retry, or queued messages)."""
+        if self.running:
+            return False
+        if reason == "threshold" and tokens is not None and self.backoff_until is not None:
+            if tokens <= self.backoff_until:
+                await self._skip(reason, tokens, (
+                    f"Auto-compaction paused: the last one freed too little; it resumes above ~{self.backoff_until} "
+                    "tokens."
+                ))
+                return False
+        plan, why = self.plan(reason)
+        if plan is None:
+            if reason == "threshold" and tokens is not None:
+                await self._skip(reason, tokens, f"Auto-compaction skipped: {why}")
+            return False
+        try:
+            await self._compact(reason, will_retry, plan, instructions, signal)
+        except Exception:
+            return False
+        if will_retry:
+            return True
+        return self.s.has_queued_messages()
+
+    async def _skip(self, reason: CompactionReason, tokens: int, message: str) -> None:
+        if self._skipped_at is not None and tokens <= self._skipped_at:
+            return  # said it already for this size
+        self._skipped_at = tokens
+        await self.s._emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": tokens})
+
+    async def compact_manual(self, instructions: str | None = None) -> dict[str, Any]:
+        """Pi `compact()` after the run was stopped: the result, or raises the original error."""
+        plan, why = self.plan("manual")
+        if plan is None:
+            await self._start("manual", None)
+            error: Exception = NothingToCompact(why or "Nothing to compact (session too small)")
+            await self._fail("manual", error, aborted=False, from_extension=False)
+            raise error
+        return await self._compact("manual", False, plan, instructions, None)
+
+    async def _start(self, reason: CompactionReason, parent: AbortSignal | None) -> AbortSignal:
+        controller = AbortSignal()
+        if parent is not None:
+            parent.add_listener(lambda: controller.abort("aborted"))
+        self.controller, self.reason = controller, reason
+        await self.s._emit({"type": "compaction_start", "reason": reason})
+        return controller
+
+    async def _compact(
+        self,
+        reason: CompactionReason,
+        will_retry: bool,
+        plan: _Plan,
+        instructions: str | None,
+        parent: AbortSignal | None,
+    ) -> dict[str, Any]:
+        controller = await self._start(reason, parent)
+        prep = plan.preparation
+        from_extension = False
+        try:
+            if controller.aborted:
+                raise CompactionCancelled()
+            supplied, cancelled = await self._hook_before(prep, instructions, reason, will_retry, controller)
+            if cancelled:
+                raise CompactionCancelled(by_extension=True)
+            if controller.aborted:
+                raise CompactionCancelled()
+            if supplied is not None:
+                from_extension = True
+                summary = str(supplied["summary"])
+                first_kept = supplied.get("firstKeptEntryId", prep.first_kept_entry_id)
+                tokens_before = int(supplied.get("tokensBefore", prep.tokens_before))
+                details, usage = supplied.get("details"), supplied.get("usage")
+            else:
+                result = await self._summarize(plan, instructions, controller)
+                summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
+                details, usage = result.details, result.usage
+            if controller.aborted:
+                raise CompactionCancelled()
+            entry_id = self.s.manager.append_compaction(
+                summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
+            )
+        except Exception as exc:
+            aborted = isinstance(exc, CompactionCancelled) or controller.aborted
+            by_ext = isinstance(exc, CompactionCancelled) and exc.by_extension
+            self.controller = self.reason = None
+            await self._fail(reason, exc, aborted=aborted, from_extension=from_extension or by_ext)
+            if isinstance(exc, CompactionCancelled) or not aborted:
+                raise
+            raise CompactionCancelled() from exc
+        after = estimated_tokens(self.s.manager)
+        self._after_success(reason, after)
+        entry = self.s.manager.get_entry(entry_id)
+        await self.s._hook("session_compact", {
+            "compactionEntry": entry, "fromExtension": from_extension, "reason": reason, "willRetry": will_retry,
+        })
+        result_json: dict[str, Any] = {
+            "summary": summary, "firstKeptEntryId": first_kept, "tokensBefore": tokens_before,
+            "estimatedTokensAfter": after,
+        }
+        if usage is not None:
+            result_json["usage"] = usage
+        if details is not None:
+            result_json["details"] = details
+        self.controller = self.reason = None  # cleared before announcing (listeners may prompt)
+        await self.s._emit({
+            "type": "compaction_end", "reason": reason, "result": result_json, "aborted": False,
+            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after,
+        })
+        return result_json
+
+    def _after_success(self, reason: CompactionReason, after: int) -> None:
+        threshold = self.threshold()
+        self._skipped_at = None
+        if threshold is None or after <= threshold * 0.9:
+            self.backoff_until = None
+            return
+        margin = max(self.settings().keep_recent_tokens // 2, self.window() // 10, 1)
+        self.backoff_until = after + margin
+
+    async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal) -> Any:
+        completion = self.completion()
+        level = self.s.thinking_level
+        task = asyncio.ensure_future(summarize_preparation(
+            plan.preparation, completion, reserve_tokens=plan.settings.reserve_tokens, instructions=instructions,
+            thinking_level=level, signal=controller,
+        ))
+        aborted = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        controller.add_listener(lambda: loop.call_soon_threadsafe(aborted.set))
+        waiter = asyncio.ensure_future(aborted.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not task.done():  # race every await with the signal (spec 03 §12 item 18)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise CompactionCancelled()
+        return task.result()
+
+    async def _hook_before(
+        self, prep: CompactionPreparation, instructions: str | None, reason: CompactionReason, will_retry: bool,
+        signal: AbortSignal,
+    ) -> tuple[dict[str, Any] | None, bool]:
+        hooks = self.s.hooks
+        if not hooks.has("session_before_compact"):
+            return None, False
+        event = {
+            "preparation": prep, "branchEntries": self.s.manager.get_branch(), "customInstructions": instructions,
+            "reason": reason, "willRetry": will_retry, "signal": signal,
+        }
+        supplied: dict[str, Any] | None = None
+        from picontext.agent.hooks import _call, _name
+
+        for fn in hooks.handlers("session_before_compact"):
+            try:
+                result = await _call(fn, event)
+            except Exception as exc:
+                await self.s._emit_hook_error(_name(fn), "session_before_compact", exc)
+                continue
+            if not isinstance(result, dict) or not result:
+                continue
+            if result.get("cancel"):
+                return None, True
+            if isinstance(result.get("compaction"), dict):
+                supplied = result["compaction"]
+        return supplied, False
+
+    async def _fail(self, reason: CompactionReason, exc: Exception, *, aborted: bool, from_extension: bool) -> None:
+        self.controller = self.reason = None
+        event: dict[str, Any] = {"type": "compaction_end", "reason": reason, "aborted": aborted, "willRetry": False}
+        message: str | None = None
+        if not aborted:
+            prefix = {"manual": "Compaction failed: ", "threshold": "Auto-compaction failed: ",
+                      "overflow": "Context overflow recovery failed: "}[reason]
+            message = prefix + (str(exc) or type(exc).__name__)
+            event["errorMessage"] = message
+        await self.s._emit(event)
+        await self._hook_failed(reason, message, aborted=aborted, from_extension=from_extension)
+
+    async def _hook_failed(self, reason: str, message: str | None, *, aborted: bool, from_extension: bool) -> None:
+        payload: dict[str, Any] = {"reason": reason, "aborted": aborted, "willRetry": False,
+                                   "fromExtension": from_extension}
+        if message is not None:
+            payload["errorMessage"] = message
+        await self.s._hook("session_compact_failed", payload)
+
+    def abort(self) -> None:
+        if self.controller is not None:
+            self.controller.abort("aborted")
+
+
+CheckKind = Literal["threshold", "post_run", "pre_prompt"]
+
+
+def valid_usage_tokens(message: Any) -> int | None:
+    """Context tokens an assistant reply reports, or None when it cannot anchor usage."""
+    usage = get_assistant_usage(message)
+    return int(calculate_context_tokens(usage)) if usage is not None else None
