@@ -92,6 +92,8 @@ class ReplyView:
         return Group(*parts)
 
     def _update(self) -> None:
+        if not self.console.is_terminal:
+            return  # no live region in a pipe or file: the reply is printed once, when it ends
         if self._live is None:
             self._live = Live(self._renderable(), console=self.console, refresh_per_second=10,
                               vertical_overflow="visible")
@@ -104,6 +106,8 @@ class ReplyView:
             self._live.update(self._renderable(), refresh=True)
             self._live.stop()
             self._live = None
+        elif self._text or self._thinking.strip():
+            self.console.print(self._renderable())
         self._text = self._thinking = ""
 
     def spinner(self, message: str) -> None:
@@ -139,7 +143,8 @@ class ReplyView:
             self._close()
             message = event["message"]
             if message.get("stopReason") == "error":
-                self.line(f"Error: {message.get('errorMessage') or 'the model returned an error'}", "bold red")
+                error = render.short(message.get("errorMessage") or "the model returned an error", 200)
+                self.line(f"Error: {error}", "bold red")
             elif message.get("stopReason") == "aborted":
                 self.line("(aborted)", "yellow")
         elif kind == "tool_execution_start":
@@ -170,6 +175,8 @@ class ReplyView:
                     else ""
                 again = "; retrying the request" if event.get("willRetry") else ""
                 self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again}", "bold magenta")
+        elif kind == "compaction_skipped":
+            self.line(str(event.get("message") or "Compaction skipped"), "yellow")
         elif kind == "auto_retry_start":
             delay = (event.get("delayMs") or 0) / 1000
             self.line(f"Retrying in {delay:.1f}s (attempt {event.get('attempt')}/{event.get('maxAttempts')}): "
