@@ -12,7 +12,11 @@ from picontext.ai.types import content_text
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True)
+    if not out.is_terminal:
+        # Piped output has no width to respect: don't squeeze tables into 80 columns.
+        out = Console(highlight=False, soft_wrap=True, width=200)
+    return out
 
 
 def short(text: str, width: int = 100) -> str:
