@@ -358,6 +358,10 @@ class CompactionRuntime:
         if plan is None:
             if reason == "threshold" and tokens is not None:
                 await self._skip(reason, tokens, f"Auto-compaction skipped: {why}")
+            elif reason != "threshold":  # ours: recovery always ends with a paired start/end
+                await self._start(reason, None)
+                await self._fail(reason, NothingToCompact(why or "Nothing to compact"), aborted=False,
+                                 from_extension=False)
             return False
         try:
             await self._compact(reason, will_retry, plan, instructions, signal)
