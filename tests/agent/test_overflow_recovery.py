@@ -101,7 +101,9 @@ async def test_silent_overflow_compacts_without_retry(server: ScriptedModelServe
 
 
 @pytest.mark.parametrize("api", DIALECTS)
-async def test_length_stop_below_the_output_limit_recovers(server: ScriptedModelServer, tmp_path: Path, api: str) -> None:
+async def test_length_stop_below_the_output_limit_recovers(
+    server: ScriptedModelServer, tmp_path: Path, api: str
+) -> None:
     session, events = make(server, tmp_path, api=api, max_tokens=100, compaction=SMALL_KEEP)
     await two_exchanges(session, server)
     events.clear()

@@ -70,4 +70,5 @@ async def test_context_usage_tool_reports_unknown_after_compaction(server: Scrip
     assert "estimated" in text_of(await call(ContextUsageTool(session)))
     refused = await call(RequestCompactionTool(session))
     assert refused.is_error and "Already compacted" in text_of(refused)
-    assert "still in your context" in text_of(await call(RecallTool(session), **{"entryId": session.manager.get_leaf_id()}))
+    leaf = session.manager.get_leaf_id()
+    assert "still in your context" in text_of(await call(RecallTool(session), entryId=leaf))
