@@ -245,3 +245,29 @@ async def test_anti_thrash_skips_a_compaction_that_cannot_help(server: ScriptedM
     assert len(skipped) == 1 and "above the compaction threshold" in skipped[0]["message"]
     assert "compaction_start" not in types(events)
     assert "\n" not in skipped[0]["message"]
+
+
+async def test_s8_manual_compaction_during_a_response(server: ScriptedModelServer, tmp_path: Path) -> None:
+    release = threading.Event()
+    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50})
+    await history(session, server, n=2)
+    events.clear()
+    server.expect(reply(text("streaming a long answer"), usage=tokens(195_000, 5)).hold_after(2, release),
+                  text("MANUAL SUMMARY"))
+    streaming = asyncio.Event()
+    session.subscribe(
+        lambda e: streaming.set() if e["type"] == "message_start" and e["message"]["role"] == "assistant" else None
+    )
+    run = asyncio.ensure_future(session.prompt("long"))
+    await streaming.wait()
+    try:
+        result = await session.compact()
+    finally:
+        release.set()
+    await run
+    seq = [t for t in compact_types(events) if t not in ("message_start", "message_end", "turn_start")]
+    assert seq[-5:] == ["turn_end", "agent_end", "agent_settled", "compaction_start", "compaction_end"]
+    assert [e["reason"] for e in events if e["type"] == "compaction_start"] == ["manual"]
+    aborted = next(e for e in events if e["type"] == "message_end" and e["message"]["role"] == "assistant")
+    assert aborted["message"]["stopReason"] == "aborted"
+    assert result["summary"].startswith("MANUAL SUMMARY")
