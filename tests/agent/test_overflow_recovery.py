@@ -10,7 +10,7 @@ from runtime_helpers import compact_types, file_entries, kinds, make, types
 
 from picontext.agent.compaction_runtime import OVERFLOW_RECOVERY_FAILED, TRUNCATED_RECOVERY_FAILED
 from picontext.agent.hooks import Hooks
-from picontext.testing import ScriptedModelServer, http_error, overflow, reply, text, tokens
+from picontext.testing import ScriptedModelServer, http_error, overflow, reply, text, tokens, tool_call
 
 SMALL_KEEP = {"keepRecentTokens": 50}
 DIALECTS = ["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
@@ -22,6 +22,15 @@ async def two_exchanges(session: Any, server: ScriptedModelServer) -> None:
     for i in range(2):
         server.expect(reply(text(f"answer {i}"), usage=tokens(300 * (i + 1), 5)))
         await session.prompt(f"question {i} " + "q" * 800)
+
+
+def summary_hook(summary: str) -> Hooks:
+    """An extension that writes the summary (no summary request reaches the server)."""
+    hooks = Hooks()
+    hooks.on("session_before_compact", lambda e: {"compaction": {
+        "summary": summary, "firstKeptEntryId": e["preparation"].first_kept_entry_id,
+        "tokensBefore": e["preparation"].tokens_before}})
+    return hooks
 
 
 def roles_and_texts(body: dict[str, Any]) -> str:
@@ -172,3 +181,69 @@ async def test_throttle_is_retried_not_compacted(server: ScriptedModelServer, tm
     await session.prompt("x")
     assert "compaction_start" not in types(events)
     assert types(events, "auto_retry_start", "auto_retry_end") == ["auto_retry_start", "auto_retry_end"]
+
+
+async def test_s3_overflow_after_tool_turns_recovers_within_the_run(
+    server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """S3: request 3 of a tool run overflows; the retry carries the summary and the tail, not the failure."""
+    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 300}, hooks=summary_hook("SUMMARY S3"))
+    await two_exchanges(session, server)
+    events.clear()
+    server.expect(
+        reply(tool_call("big", {"size": 400}), usage=tokens(1000, 10)),
+        reply(tool_call("big", {"size": 800}), usage=tokens(1200, 10)),
+        overflow(),
+        text("A4"),
+    )
+    await session.prompt("do the work")
+    entries = file_entries(session)
+    assert kinds(entries)[-9:] == ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant",
+                                   "context_edit", "compaction", "assistant"]
+    assert types(events).count("agent_start") == 2 and types(events)[-1] == "agent_settled"
+    retry = str(server.requests[-1].body)
+    assert "SUMMARY S3" in retry and "lorem ipsum" in retry
+    assert session.compaction.fuse is False
+
+
+async def test_fuse_reset_by_a_good_reply_allows_a_later_recovery_in_the_same_run(
+    server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    session, events = make(server, tmp_path, compaction=SMALL_KEEP, hooks=summary_hook("SUMMARY"))
+    await two_exchanges(session, server)
+    server.expect(
+        overflow(),
+        reply(tool_call("big", {"size": 2000}), usage=tokens(1000, 10)),
+        overflow(),
+        text("done"),
+    )
+    await session.prompt("long task")
+    ends = [e for e in events if e["type"] == "compaction_end"]
+    assert [(e["reason"], e["willRetry"]) for e in ends] == [("overflow", True), ("overflow", True)]
+    assert session.messages[-1]["content"][0]["text"] == "done"
+
+
+def register(hooks: Hooks) -> None:
+    hooks.on("session_before_compact", lambda e: {"compaction": {
+        "summary": "PLUGIN SUMMARY", "firstKeptEntryId": e["preparation"].first_kept_entry_id,
+        "tokensBefore": e["preparation"].tokens_before}})
+
+
+async def test_hooks_from_entry_points(server: ScriptedModelServer, tmp_path: Path, monkeypatch: Any) -> None:
+    import importlib.metadata
+
+    from picontext.agent.hooks import load_entry_point_hooks
+
+    good = importlib.metadata.EntryPoint("plugin", f"{__name__}:register", "picontext.hooks")
+    bad = importlib.metadata.EntryPoint("broken", "no_such_module_xyz:register", "picontext.hooks")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [good, bad] if group == "picontext.hooks"
+                        else [])
+    hooks = Hooks()
+    errors = load_entry_point_hooks(hooks)
+    assert len(errors) == 1 and "no_such_module_xyz" in errors[0].error
+    session, _ = make(server, tmp_path, compaction=SMALL_KEEP, hooks=hooks)
+    await two_exchanges(session, server)
+    server.expect(overflow(), text("after plugin compaction"))
+    await session.prompt("x")
+    compaction = next(e for e in file_entries(session) if e["type"] == "compaction")
+    assert compaction["summary"] == "PLUGIN SUMMARY" and compaction["fromHook"] is True
