@@ -271,3 +271,19 @@ async def test_s8_manual_compaction_during_a_response(server: ScriptedModelServe
     aborted = next(e for e in events if e["type"] == "message_end" and e["message"]["role"] == "assistant")
     assert aborted["message"]["stopReason"] == "aborted"
     assert result["summary"].startswith("MANUAL SUMMARY")
+
+
+async def test_prompt_from_a_manual_compaction_end_listener(server: ScriptedModelServer, tmp_path: Path) -> None:
+    session, _ = make(server, tmp_path, compaction={"keepRecentTokens": 50})
+    await history(session, server, n=2)
+    server.expect(text("SUMMARY"), text("answer after compaction"))
+
+    async def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "compaction_end" and event.get("result"):
+            assert not session.is_compacting
+            await session.prompt("what next?")
+
+    session.subscribe(on_event)
+    await session.compact()
+    assert session.messages[-1]["content"][0]["text"] == "answer after compaction"
+    assert session.is_idle
