@@ -1,5 +1,6 @@
 """Each layer imports only from itself and the layers before it (DEVELOPERS.md):
-ai -> session -> compaction -> agent -> cli. `testing` may use ai, session and agent."""
+ai -> session -> compaction -> agent -> cli. `testing` (public test doubles) may use the layers
+before cli, and cli may use it for `picontext demo`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "picontext"
 ORDER = ["ai", "session", "compaction", "agent", "cli"]
 ALLOWED = {layer: set(ORDER[: i + 1]) for i, layer in enumerate(ORDER)}
 ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "testing"}
+ALLOWED["cli"] = ALLOWED["cli"] | {"testing"}  # `picontext demo` runs against the scripted model server
 BASE = {"", "_json", "_clock", "_gc", "errors"}  # shared foundations under picontext/
 
 

@@ -13,6 +13,7 @@ from compaction_fixtures import tool_session, user
 from picontext.ai.retry import RetryPolicy
 from picontext.compaction.compact import compact_session, estimated_tokens
 from picontext.compaction.completion import ScriptedCompletion, StreamCompletion, assistant_reply
+from picontext.compaction.prompts import TURN_PREFIX_PROMPT
 from picontext.compaction.settings import CompactionSettings
 from picontext.errors import NothingToCompact, SessionChanged, SummaryError, SummaryTruncated
 from picontext.session.manager import SessionManager
@@ -96,7 +97,9 @@ async def test_end_to_end_over_http(tmp_path: Path) -> None:
     manager = tool_session(tmp_path)
     with ScriptedModelServer() as server:
         # the cut splits turn 6: a history and a turn-prefix request
-        server.expect(text("## Goal\nRead the files.\n\n## Next Steps\n1. Done."), text("## Original Request\nf6"))
+        # The two requests are concurrent: route each reply by what its request is about.
+        prefix = text("## Original Request\nf6").when_body_contains(TURN_PREFIX_PROMPT.split(".")[0])
+        server.expect(prefix, text("## Goal\nRead the files.\n\n## Next Steps\n1. Done."))
         completion = StreamCompletion(server.model("anthropic-messages", max_tokens=1000), api_key="test",
                                       retry=RetryPolicy(enabled=False))
         outcome = await compact_session(manager, completion=completion, settings=SMALL)

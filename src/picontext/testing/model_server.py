@@ -37,7 +37,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -110,6 +110,8 @@ class Reply:
     hold_after_frames: int | None = None
     hold_event: threading.Event | None = None
     status: int = 200
+    match: Callable[[RecordedRequest], bool] | None = None
+    """Only a request this accepts takes the step; None: the next request, whatever it is."""
 
     def slow(self, delay: float) -> Reply:
         return replace(self, delay=delay)
@@ -128,6 +130,14 @@ class Reply:
     def with_stop(self, stop: str) -> Reply:
         return replace(self, stop=stop)
 
+    def when(self, predicate: Callable[[RecordedRequest], bool]) -> Reply:
+        """Serve this reply only to a request `predicate` accepts (for requests sent concurrently)."""
+        return replace(self, match=predicate)
+
+    def when_body_contains(self, needle: str) -> Reply:
+        """Serve this reply only to a request whose JSON body contains `needle`."""
+        return self.when(lambda req: needle in json.dumps(req.body, ensure_ascii=False))
+
 
 @dataclass(frozen=True, slots=True)
 class HttpError:
@@ -137,6 +147,11 @@ class HttpError:
     body: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     kind: Literal["raw", "overflow", "rate_limit", "server", "overloaded"] = "raw"
+    match: Callable[[RecordedRequest], bool] | None = None
+
+    def when(self, predicate: Callable[[RecordedRequest], bool]) -> HttpError:
+        """Serve this error only to a request `predicate` accepts."""
+        return replace(self, match=predicate)
 
 
 Step = Reply | HttpError
@@ -656,10 +671,14 @@ class ScriptedModelServer:
     def _take(self, req: RecordedRequest) -> Step | None:
         with self._lock:
             self.requests.append(req)
-            if not self._steps or req.dialect is None:
-                self.unexpected.append(req)
-                return None
-            return self._steps.pop(0)
+            if req.dialect is not None:
+                # Steps are served in order; a step with a `when` predicate waits for a request
+                # it accepts, so concurrent requests get the reply meant for them.
+                for i, step in enumerate(self._steps):
+                    if step.match is None or step.match(req):
+                        return self._steps.pop(i)
+            self.unexpected.append(req)
+            return None
 
     def assert_complete(self) -> None:
         """Fail on unexpected requests or steps never consumed."""
