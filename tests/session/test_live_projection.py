@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from picontext._clock import FrozenClock, SequentialIds
 from picontext.session.manager import SessionManager
-from picontext.session.projection import build_session_projection, field_of, message_role
+from picontext.session.projection import build_session_path, build_session_projection, field_of, message_role
 
 OPS = ["user", "assistant", "tool", "system", "custom_message", "compaction", "edit", "branch", "reset",
        "branch_summary", "label", "thinking", "model", "info"]
@@ -80,6 +80,9 @@ def test_incremental_projection_equals_pure_pipeline(ops: list[tuple[str, int]])
         pure = build_session_projection(sm.get_entries(), sm.get_leaf_id(), None)
         assert _dump(live.context()) == _dump(pure.context()), f"after op {i} ({op})"
         assert [p.source_entry for p in live.entries] == [p.source_entry for p in pure.entries]
+        leaf = sm.get_leaf_id()
+        expected_branch = build_session_path(sm.get_entries(), leaf) if leaf else []
+        assert sm.get_branch() == expected_branch
 
 
 def test_long_session_with_compactions_and_edits_stays_equal() -> None:

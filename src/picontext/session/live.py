@@ -177,6 +177,11 @@ class LiveProjection:
             list(self._projected), list(self._messages), self._settings.thinking_level, self._settings.model
         )
 
+    @property
+    def path_positions(self) -> list[int]:
+        """Positions (in the entry view) of the path root -> leaf; read-only."""
+        return self._path
+
     def on_path(self, entry_id: Any) -> bool:
         return hashable(entry_id) and entry_id in self._first_pos
 

@@ -486,7 +486,12 @@ class SessionManager:
         start = from_id if from_id is not None else self.get_leaf_id()
         if not start or _key(start) not in self._by_id:
             return []
-        return [self.entry(i) for i in self._path_to(start)]
+        if start == self._leaf and self._live.valid:
+            positions = self._live.path_positions  # already walked for the projection
+        else:
+            positions = self._path_to(start)
+        entries = self._entries
+        return [e if type(e := entries[i]) is not RawLine else self.entry(i) for i in positions]
 
     def get_tree(self) -> list[TreeNode]:
         """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
