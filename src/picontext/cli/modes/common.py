@@ -24,6 +24,7 @@ from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
 from picontext.cli.main import CliError
+from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
 
 Listener = Callable[[dict[str, Any]], Awaitable[None] | None]
@@ -129,13 +130,10 @@ def build_session(args: argparse.Namespace, cwd: str | None = None) -> tuple[Age
     model = resolve_model(args, catalog, manager)
     require_api_key(model["provider"], model=model)
     tools = coding_tools(cwd)
-    extra: dict[str, Any] = {}
-    if "settings" in inspect.signature(AgentSession).parameters:  # the runtime with automatic compaction
-        from picontext.compaction.settings import load_settings
-
-        extra["settings"] = load_settings(cwd)
+    # The CLI agent can see its own context use, ask for a compaction (limited) and recall what a
+    # compaction or an edit removed (issue 4 §4); library users opt in with context_tools=True.
     session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
-                           thinking_level=flag(args, "thinking"), **extra)
+                           thinking_level=flag(args, "thinking"), settings=load_settings(cwd), context_tools=True)
     return session, catalog
 
 
@@ -143,15 +141,8 @@ def build_session(args: argparse.Namespace, cwd: str | None = None) -> tuple[Age
 
 
 def compaction_result_json(result: Any) -> dict[str, Any] | None:
-    """A CompactionResult-like object (dict, dataclass or our fallback's outcome) as RPC's JSON."""
-    if result is None:
-        return None
-    if isinstance(result, dict):
-        return result
-    keys = {"summary": "summary", "first_kept_entry_id": "firstKeptEntryId", "tokens_before": "tokensBefore",
-            "estimated_tokens_after": "estimatedTokensAfter", "tokens_after": "estimatedTokensAfter",
-            "usage": "usage", "details": "details"}
-    return {out: getattr(result, name) for name, out in keys.items() if getattr(result, name, None) is not None}
+    """The session's compaction result as RPC's JSON (it is already a dict, or None)."""
+    return result if isinstance(result, dict) or result is None else dict(result)
 
 
 class Controller:
@@ -161,8 +152,6 @@ class Controller:
         self.session = session
         self.catalog = catalog or default_catalog()
         self._listeners: list[Listener] = []
-        self._compacting = False
-        self.compacted_since_reply = False
         session.subscribe(self._forward)
 
     # events
@@ -170,15 +159,6 @@ class Controller:
         self._listeners.append(listener)
 
     async def emit(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "compaction_start":
-            self._compacting = True
-        elif kind == "compaction_end":
-            self._compacting = False
-            if event.get("result") is not None:
-                self.compacted_since_reply = True
-        elif kind == "message_end" and (event.get("message") or {}).get("role") == "assistant":
-            self.compacted_since_reply = False
         for listener in list(self._listeners):
             result = listener(event)
             if inspect.isawaitable(result):
@@ -198,29 +178,15 @@ class Controller:
 
     @property
     def is_compacting(self) -> bool:
-        return self._compacting or bool(getattr(self.session, "is_compacting", False))
+        return self.session.is_compacting
 
     @property
     def auto_compaction_enabled(self) -> bool:
-        """On only when the session really compacts by itself (and its setting is on)."""
-        value = getattr(self.session, "auto_compaction_enabled", None)
-        if value is not None:
-            return bool(value)
-        runtime = getattr(self.session, "compaction", None)
-        if runtime is None or not callable(getattr(runtime, "settings", None)):
-            return False
-        return bool(runtime.settings().enabled)
+        return bool(self.session.auto_compaction_enabled)
 
     def set_auto_compaction(self, enabled: bool) -> None:
         """For this session only (settings files are not changed)."""
-        setter = getattr(self.session, "set_auto_compaction", None)
-        if setter is not None:
-            setter(enabled)
-            return
-        settings = getattr(self.session, "settings", None)
-        if settings is None or getattr(self.session, "compaction", None) is None:
-            raise CliError("This runtime has no automatic compaction")
-        self.session.settings = settings.with_overrides({"compaction": {"enabled": enabled}}, "set_auto_compaction")
+        self.session.set_auto_compaction(enabled)
 
     def context_usage(self) -> tuple[int | None, int, float | None]:
         """(tokens, window, percent); percent None = unknown (right after a compaction)."""
@@ -228,10 +194,7 @@ class Controller:
         window = int(self.model.get("contextWindow") or 0)
         if usage is None:
             return (None, window, 0.0)
-        tokens, window, percent = usage.tokens, usage.context_window, usage.percent
-        if self.compacted_since_reply and not hasattr(self.session, "compact"):
-            return (None, window, None)  # the old runtime does not know the usage is stale
-        return (tokens, window, percent)
+        return (usage.tokens, usage.context_window, usage.percent)
 
     def footer(self) -> str:
         _, window, percent = self.context_usage()
@@ -259,91 +222,16 @@ class Controller:
         }
 
     # actions
-    def _completion(self) -> Any:
-        from picontext.compaction.completion import StreamCompletion
-
-        model = self.model
-        return StreamCompletion(model, api_key=require_api_key(model["provider"], model=model))
-
-    def _settings(self) -> Any:
-        from picontext.compaction.settings import load_settings
-
-        return load_settings(self.manager.get_cwd() if os.path.isdir(self.manager.get_cwd()) else None)
-
     async def compact(self, instructions: str | None = None) -> dict[str, Any] | None:
-        """Manual compaction (spec 03 §5): the session's own when it has one, else the library's."""
-        own = getattr(self.session, "compact", None)
-        if own is not None:  # aborts a running response first; refuses while compacting or navigating
-            return compaction_result_json(await own(instructions))
-        if self.session.is_streaming:
-            raise CliError("Wait for the current response to finish (or abort it) before compacting")
-        if self.is_compacting:
-            raise CliError("A compaction is already running")
-        from picontext.compaction.compact import compact_session
-
-        await self.emit({"type": "compaction_start", "reason": "manual"})
-        try:
-            outcome = await compact_session(self.manager, strategy="summary", completion=self._completion(),
-                                            settings=self._settings().compaction(self.model),
-                                            instructions=instructions or None,
-                                            thinking_level=self.session.thinking_level)
-        except Exception as exc:
-            await self.emit({"type": "compaction_end", "reason": "manual", "aborted": False, "willRetry": False,
-                             "errorMessage": str(exc)})
-            raise CliError(f"Compaction failed: {exc}") from None
-        summary = outcome.summary
-        result = {"summary": summary.summary if summary else "", "firstKeptEntryId":
-                  summary.first_kept_entry_id if summary else None, "tokensBefore": outcome.tokens_before,
-                  "estimatedTokensAfter": outcome.tokens_after}
-        await self.emit({"type": "compaction_end", "reason": "manual", "result": result, "aborted": False,
-                         "willRetry": False, "tokensBefore": outcome.tokens_before,
-                         "tokensAfter": outcome.tokens_after})
-        return result
+        """Manual compaction (spec 03 §5); aborts a running response first, refuses while compacting."""
+        return compaction_result_json(await self.session.compact(instructions))
 
     async def navigate_tree(self, target_id: str, *, summarize: bool = False, instructions: str | None = None,
                             label: str | None = None) -> dict[str, Any]:
         """Move the leaf to `target_id`, optionally summarizing the branch left behind (spec 03 §8)."""
-        own = getattr(self.session, "navigate_tree", None)
-        if own is not None:
-            result = await own(target_id, summarize=summarize, custom_instructions=instructions, label=label)
-            return result if isinstance(result, dict) else _as_dict(result)
-        if self.session.is_streaming:
-            raise CliError("Wait for the current response to finish before navigating the session tree.")
-        if self.is_compacting:
-            raise CliError("Wait for the current compaction or tree navigation to finish before navigating "
-                           "the session tree.")
-        target = self.manager.get_entry(target_id)
-        if target is None:
-            raise CliError(f"Entry {target_id} not found")
-        if target_id == self.manager.get_leaf_id():
-            return {"cancelled": False}
-        from picontext.compaction.branch_summary import _new_leaf, navigate_with_summary
-
-        editor_text = None
-        if target.get("type") == "message" and target["message"].get("role") == "user":
-            from picontext.ai.types import content_text
-
-            editor_text = content_text(target["message"].get("content"))
-        summary_id = None
-        if summarize:
-            self._compacting = True
-            try:
-                summary_id = await navigate_with_summary(
-                    self.manager, target_id, self._completion(),
-                    reserve_tokens=self._settings().branch_summary().reserve_tokens, instructions=instructions)
-            finally:
-                self._compacting = False
-        else:
-            new_leaf = _new_leaf(target)
-            self.manager.branch(new_leaf) if new_leaf is not None else self.manager.reset_leaf()
-        if label:
-            self.manager.append_label_change(summary_id or target_id, label)
-        out: dict[str, Any] = {"cancelled": False}
-        if editor_text is not None:
-            out["editorText"] = editor_text
-        if summary_id is not None:
-            out["summaryEntry"] = self.manager.get_entry(summary_id)
-        return out
+        result = await self.session.navigate_tree(target_id, summarize=summarize, custom_instructions=instructions,
+                                                  label=label)
+        return result if isinstance(result, dict) else _as_dict(result)
 
     def fork(self, entry_id: str | None = None) -> str | None:
         """Continue in a new session file holding the path to `entry_id` (default: the leaf)."""
