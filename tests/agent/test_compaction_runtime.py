@@ -234,6 +234,43 @@ async def test_ctrl_c_during_compaction_leaves_a_valid_file(server: ScriptedMode
     assert kinds(file_entries(session))[-3:] == ["compaction", "user", "assistant"]
 
 
+async def test_prompt_aborted_during_its_pre_prompt_compaction_is_given_back(
+    server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """Ctrl+C while the compaction before a prompt runs: nothing of the prompt is saved, and a
+    `prompt_cancelled` event carries it so a UI can put the text back (the reference loses it)."""
+    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50})
+    await history(session, server, n=2)
+    server.expect(reply(text("a"), usage=tokens(195_000, 10)))  # over the threshold, checked before the next prompt
+    release = threading.Event()
+    # first prompt: its reply leaves the context over the threshold; the after-run compaction is aborted
+    server.expect(text("NEVER FINISHED summary").hold_after(1, release))
+    run = asyncio.ensure_future(session.prompt("x"))
+    try:
+        await wait_for_requests(server, 4)
+        await session.abort()
+    finally:
+        release.set()
+    await run
+    before = file_entries(session)
+    # second prompt: the pre-prompt compaction is aborted too -> the prompt comes back
+    release2 = threading.Event()
+    server.expect(text("ALSO NEVER FINISHED").hold_after(1, release2))
+    run = asyncio.ensure_future(session.prompt("please keep this text"))
+    try:
+        await wait_for_requests(server, 5)
+        assert session.is_compacting
+        await session.abort()
+    finally:
+        release2.set()
+    await run
+    cancelled = [e for e in events if e["type"] == "prompt_cancelled"]
+    assert len(cancelled) == 1
+    assert cancelled[0]["messages"][0]["content"] == [{"type": "text", "text": "please keep this text"}]
+    assert file_entries(session) == before  # nothing of the cancelled prompt was written
+    assert session.is_idle
+
+
 async def test_anti_thrash_skips_a_compaction_that_cannot_help(server: ScriptedModelServer, tmp_path: Path) -> None:
     """The newest tool result alone is above the threshold: no summary is paid for, one line says why."""
     session, events = make(server, tmp_path, window=3000, compaction={"reserveTokens": 500, "keepRecentTokens": 2000})

@@ -44,6 +44,7 @@ __all__ = [
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
+    "PromptCancelledEvent",
     "QueueUpdateEvent",
     "ThinkingLevelChangedEvent",
     "ToolExecutionEndEvent",
@@ -160,6 +161,14 @@ class CompactionEndEvent(TypedDict):
     """Ours: `result.estimatedTokensAfter` on success."""
 
 
+class PromptCancelledEvent(TypedDict):
+    """Ours: the run was aborted before its prompts were sent (e.g. Ctrl+C during the compaction
+    that runs before a prompt); nothing of them was saved, so a UI can give the text back."""
+
+    type: Literal["prompt_cancelled"]
+    messages: list[AgentMessage]
+
+
 class CompactionSkippedEvent(TypedDict):
     """Ours: an automatic compaction was due but was not run (anti-thrash); `message` is one line
     saying why and what to do."""
@@ -212,6 +221,7 @@ AgentEvent: TypeAlias = (
     | CompactionStartEvent
     | CompactionEndEvent
     | CompactionSkippedEvent
+    | PromptCancelledEvent
     | EntryAppendedEvent
     | AutoRetryStartEvent
     | AutoRetryEndEvent
@@ -243,6 +253,7 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "thinking_level_changed",
     "extension_error",
     "compaction_skipped",
+    "prompt_cancelled",
 )
 
 AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES

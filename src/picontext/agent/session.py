@@ -432,6 +432,7 @@ class AgentSession:
         try:
             await self._before_prompt(signal)
             if signal.aborted:
+                await self._emit({"type": "prompt_cancelled", "messages": prompts})
                 return
             await self._consume(run_agent_loop(prompts, self._context(), self._loop_config(), signal))
             while not signal.aborted:

@@ -203,11 +203,21 @@ class ChatUI:
         self.console = console or Console(highlight=False)
         self.view = ReplyView(self.console)
         self.c.subscribe(self.view)
+        self.c.subscribe(self._give_back_cancelled_prompt)
         self.input: PromptSession[str] = PromptSession(history=InMemoryHistory())
         self.editor_text = ""
         self._abort_task: asyncio.Task[None] | None = None
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _give_back_cancelled_prompt(self, event: dict[str, Any]) -> None:
+        """A prompt aborted before it was sent (Ctrl+C during the pre-prompt compaction) goes back
+        into the editor instead of being lost."""
+        if event.get("type") == "prompt_cancelled":
+            texts = [content_text(m.get("content")) for m in event.get("messages") or [] if m.get("role") == "user"]
+            self.editor_text = "\n".join(t for t in texts if t)
+            if self.editor_text:
+                self.view.line("The prompt was not sent; it is back in the editor.", "yellow")
 
     def toolbar(self) -> Any:
         state = "  compacting…" if self.c.is_compacting else ""
