@@ -31,7 +31,7 @@ from picontext.ai.providers import StreamOptions
 from picontext.compaction.prompts import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
 from picontext.compaction.settings import Settings
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, overflow, reply, text, tokens, tool_call
+from picontext.testing import ScriptedModelServer, http_error, reply, text, tokens, tool_call
 from picontext.testing.model_server import HttpError, RecordedRequest, Reply
 
 WINDOW = 12_000
@@ -117,7 +117,12 @@ def agent_script(delay: float, *, overflow_once: bool) -> list[Reply | HttpError
                     tool_call("read", {"path": "test_wordstats.py"})), 7_600, delay),
     ]
     if overflow_once:
-        steps.append(overflow())  # the next request is "too long": omitted, compacted, retried once
+        # The next request is "too long" (OpenAI's real error shape, numbers matching the demo's
+        # window): the failed attempt is omitted, the session compacts and retries once.
+        steps.append(http_error(400, {"error": {
+            "message": f"This model's maximum context length is {WINDOW} tokens. However, your messages "
+                       f"resulted in {WINDOW + 873} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}))
     steps += [
         _step(reply(text("Adding a test for the command-line entry point."),
                     tool_call("edit", {"path": "test_wordstats.py",

@@ -30,6 +30,7 @@ from rich.status import Status
 from rich.text import Text
 
 from picontext.agent.session import SessionBusyError
+from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import content_text
 from picontext.cli import render
 from picontext.cli.main import CliError
@@ -144,7 +145,10 @@ class ReplyView:
             message = event["message"]
             if message.get("stopReason") == "error":
                 error = render.short(message.get("errorMessage") or "the model returned an error", 200)
-                self.line(f"Error: {error}", "bold red")
+                if is_context_overflow(message):
+                    self.line(f"The context overflowed the model's window ({error})", "yellow")
+                else:
+                    self.line(f"Error: {error}", "bold red")
             elif message.get("stopReason") == "aborted":
                 self.line("(aborted)", "yellow")
         elif kind == "tool_execution_start":
