@@ -41,7 +41,7 @@ import copy
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from picontext.agent.types import AgentToolResult
 from picontext.ai.types import AgentMessage
@@ -69,16 +69,7 @@ HookEvent: TypeAlias = Literal[
     "session_before_tree",
     "session_tree",
 ]
-HOOK_EVENTS: tuple[str, ...] = (
-    "context",
-    "tool_call",
-    "tool_result",
-    "session_before_compact",
-    "session_compact",
-    "session_compact_failed",
-    "session_before_tree",
-    "session_tree",
-)
+HOOK_EVENTS: tuple[str, ...] = get_args(HookEvent)  # wire strings, in the order declared above
 
 
 @dataclass(slots=True)

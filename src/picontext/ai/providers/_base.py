@@ -354,3 +354,8 @@ async def _quiet_close(awaitable: Any) -> None:
         await awaitable
     except Exception:
         pass
+
+
+def block_index(message: AssistantMessage, block: dict[str, Any]) -> int:
+    """Position of `block` (by identity) in the message's content: the events' `contentIndex`."""
+    return next(i for i, b in enumerate(message["content"]) if b is block)

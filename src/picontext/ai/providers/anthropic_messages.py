@@ -22,6 +22,7 @@ from picontext.ai.providers._base import (
     Context,
     StreamOptions,
     StreamProtocolError,
+    block_index,
     context_tools,
     parse_streaming_json,
     split_system,
@@ -294,9 +295,6 @@ class AnthropicParser:
         self.saw_start = False
         self.saw_stop = False
 
-    def _pos(self, block: dict[str, Any]) -> int:
-        return next(i for i, b in enumerate(self.out["content"]) if b is block)
-
     def _usage_total(self) -> None:
         u = self.out["usage"]
         u["totalTokens"] = u["input"] + u["output"] + u["cacheRead"] + u["cacheWrite"]
@@ -397,7 +395,7 @@ class AnthropicParser:
         block = self.by_index.get(index)
         if block is None:
             return []
-        pos = self._pos(block)
+        pos = block_index(self.out, block)
         kind = delta.get("type")
         if kind == "text_delta" and block["type"] == "text":
             block["text"] += delta["text"]
@@ -419,7 +417,7 @@ class AnthropicParser:
         block = self.by_index.pop(index, None)
         if block is None:
             return []
-        pos = self._pos(block)
+        pos = block_index(self.out, block)
         if block["type"] == "text":
             return [{"type": "text_end", "contentIndex": pos, "content": block["text"], "partial": self.out}]
         if block["type"] == "thinking":

@@ -22,6 +22,7 @@ from picontext.ai.providers._base import (
     Context,
     StreamOptions,
     StreamProtocolError,
+    block_index,
     context_tools,
     parse_streaming_json,
     split_system,
@@ -267,8 +268,9 @@ class ResponsesParser:
         self.partial_json: dict[int, str] = {}
         self.terminal = False
 
-    def _pos(self, block: dict[str, Any]) -> int:
-        return next(i for i, b in enumerate(self.out["content"]) if b is block)
+    def _delta(self, kind: str, block: dict[str, Any], delta: str, partial: Any) -> AssistantMessageEvent:
+        return {"type": kind, "contentIndex": block_index(self.out, block), "delta": delta,  # type: ignore[return-value]
+                "partial": partial}
 
     def _create(self, index: int, item: dict[str, Any]) -> list[AssistantMessageEvent]:
         kind = item.get("type")
@@ -315,25 +317,25 @@ class ResponsesParser:
             if block is not None:
                 block["thinking"] += ev["delta"]
                 return [
-                    {"type": "thinking_delta", "contentIndex": self._pos(block), "delta": ev["delta"], "partial": p}
+                    self._delta("thinking_delta", block, ev["delta"], p)
                 ]
         elif kind == "response.reasoning_summary_part.done":
             block = self._slot(idx, "thinking")
             if block is not None:
                 block["thinking"] += "\n\n"
-                return [{"type": "thinking_delta", "contentIndex": self._pos(block), "delta": "\n\n", "partial": p}]
+                return [self._delta("thinking_delta", block, "\n\n", p)]
         elif kind in ("response.output_text.delta", "response.refusal.delta"):
             block = self._slot(idx, "text")
             if block is not None:
                 block["text"] += ev["delta"]
-                return [{"type": "text_delta", "contentIndex": self._pos(block), "delta": ev["delta"], "partial": p}]
+                return [self._delta("text_delta", block, ev["delta"], p)]
         elif kind == "response.function_call_arguments.delta":
             block = self._slot(idx, "toolCall")
             if block is not None:
                 self.partial_json[idx] = self.partial_json.get(idx, "") + ev["delta"]
                 block["arguments"] = parse_streaming_json(self.partial_json[idx])
                 return [
-                    {"type": "toolcall_delta", "contentIndex": self._pos(block), "delta": ev["delta"], "partial": p}
+                    self._delta("toolcall_delta", block, ev["delta"], p)
                 ]
         elif kind == "response.function_call_arguments.done":
             block = self._slot(idx, "toolCall")
@@ -343,7 +345,7 @@ class ResponsesParser:
                 block["arguments"] = parse_streaming_json(self.partial_json[idx])
                 rest = self.partial_json[idx][len(prev) :] if self.partial_json[idx].startswith(prev) else ""
                 if rest:
-                    return [{"type": "toolcall_delta", "contentIndex": self._pos(block), "delta": rest, "partial": p}]
+                    return [self._delta("toolcall_delta", block, rest, p)]
         elif kind == "response.output_item.done":
             return self._item_done(idx, ev.get("item") or {})
         elif kind in ("response.completed", "response.incomplete"):
@@ -371,7 +373,7 @@ class ResponsesParser:
         if block is None:
             return evs
         kind = item.get("type")
-        pos = self._pos(block)
+        pos = block_index(self.out, block)
         if kind == "reasoning" and block["type"] == "thinking":
             summary = "\n\n".join(s.get("text", "") for s in item.get("summary") or [])
             content = "\n\n".join(c.get("text", "") for c in item.get("content") or [])
