@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from picontext.errors import PicontextError
@@ -18,13 +19,22 @@ class SessionOpenError(PicontextError):
     pass
 
 
-@dataclass(slots=True)
+@dataclass
 class LoadedSession:
     path: str
-    header: dict[str, Any]
+    file_entries: list[Any]  # header first, migrated in memory
     entries: list[Any]  # non-header entries, file order
     by_id: dict[Any, Any]
-    manager: SessionManager  # in-memory view: never writes
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return self.file_entries[0]  # type: ignore[no-any-return]
+
+    @cached_property
+    def manager(self) -> SessionManager:
+        """An in-memory manager over the same entries (tree, labels, name); never writes.
+        Built only by the commands that need it."""
+        return SessionManager.in_memory(entries=self.file_entries, warn=lambda m: None)
 
     def resolve_leaf(self, leaf: str | None) -> LeafArg:
         if leaf is None:
@@ -51,6 +61,5 @@ def load_session(path: str) -> LoadedSession:
         print(f"picontext: warning: {line}", file=sys.stderr)
     file_entries = result.entries
     migrate_to_current(file_entries)
-    manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
     entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-    return LoadedSession(path, file_entries[0], entries, build_index(entries), manager)
+    return LoadedSession(path, file_entries, entries, build_index(entries))

@@ -373,12 +373,6 @@ class SessionManager:
     def type_of(self, index: int) -> Any:
         return self._type_list[index]
 
-    def id_of(self, index: int) -> Any:
-        item = self._entries[index]
-        if type(item) is RawLine:
-            return item.id if item.has_id() else None
-        return field_of(item, "id")
-
     def role_of(self, index: int) -> Any:
         item = self._entries[index]
         return item.role if type(item) is RawLine else message_role(item)

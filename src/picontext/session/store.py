@@ -66,6 +66,7 @@ class LoadResult:
 
 
 def _is_js_falsy(value: Any) -> bool:
+    """Falsy for JavaScript: null, false, 0, "" (but {} and [] are truthy); such lines are skipped."""
     if value is None or value is False or value == "":
         return True
     return type(value) in (int, float) and value == 0
@@ -135,11 +136,6 @@ def _head(raw: bytes) -> RawLine | None:
         return None
 
 
-def _is_kept(value: Any) -> bool:
-    """JavaScript truthiness for a parsed JSON line ({} and [] are kept; null, false, 0, "" are not)."""
-    return bool(value) or type(value) in (dict, list)
-
-
 def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> LoadResult:
     """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines.
 
@@ -172,7 +168,7 @@ def _parse_full(lines: list[bytes], start: int, result: LoadResult, *, first_onl
         except orjson.JSONDecodeError:
             _parse_line(raw, n + 1, result, last=n == last)
             continue
-        if _is_kept(value):
+        if not _is_js_falsy(value):
             entries.append(value)
             if first_only:
                 return n + 1
@@ -202,7 +198,7 @@ def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> No
         except orjson.JSONDecodeError:
             _parse_line(raw, n + 1, result, last=n == last)
             continue
-        if _is_kept(value):
+        if not _is_js_falsy(value):
             append(value)
 
 
