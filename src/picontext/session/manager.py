@@ -73,9 +73,8 @@ class TreeNode:
 
 
 def _key(value: Any) -> Hashable | None:
-    if type(value) is str or value is None:  # the common case, without the ABC check
-        return value
-    return value if isinstance(value, Hashable) else None
+    """`value` as a dict key, or None when it cannot be one (JSON lists and objects)."""
+    return value if hashable(value) else None
 
 
 class SessionManager:
