@@ -48,7 +48,7 @@ class LiveProjection:
         self.valid = False
         self._view: EntryView | None = None
         self._path: list[int] = []
-        self._first_pos: dict[Hashable, int] = {}
+        self._path_ids: list[Any] = []  # id of each path entry (None when absent); list.index = first occurrence
         self._settings = ContextSettings()
         self._context: list[Entry] = []
         self._ctx_pos: dict[Hashable, list[int]] = {}
@@ -64,15 +64,10 @@ class LiveProjection:
         """Project the root-first `path` (positions of entries in `view`)."""
         self._view = view
         self._path = path
-        ids = [None if key is UNSET else key for key in view.ids_of(path)]  # absent ids compare like null
-        try:
-            # Reversed, so that the first occurrence of a duplicated id wins.
-            self._first_pos = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))
-        except TypeError:  # an unhashable id somewhere
-            self._first_pos = {}
-            for pos, key in enumerate(ids):
-                if hashable(key):
-                    self._first_pos.setdefault(key, pos)
+        ids = view.ids_of(path)
+        if UNSET in ids:
+            ids = [None if key is UNSET else key for key in ids]  # an absent id compares like null
+        self._path_ids = ids
         types = view.types_of(path)
         self._settings = self._settings_of(view, path, types)
         last_compaction = next((pos for pos in range(len(path) - 1, -1, -1) if types[pos] == "compaction"), None)
@@ -84,33 +79,29 @@ class LiveProjection:
 
     @staticmethod
     def _settings_of(view: EntryView, path: list[int], types: list[Any]) -> ContextSettings:
-        # Last writer wins, so the last entry of each kind decides; parse only those two.
+        # Last writer wins, so only the last entry of each kind matters: find them from the end
+        # (list.index on the reversed types runs in C) and parse only those.
         settings = ContextSettings()
-        need_thinking = need_model = True
-        for pos in range(len(path) - 1, -1, -1):
-            kind = types[pos]
-            if need_thinking and kind == "thinking_level_change":
-                settings.update(view.entry(path[pos]))
-                need_thinking = False
-            elif need_model and (
-                kind == "model_change" or (kind == "message" and view.role_of(path[pos]) == "assistant")
-            ):
-                model_only = ContextSettings()
-                model_only.update(view.entry(path[pos]))
-                settings.model = model_only.model
-                need_model = False
-            if not (need_thinking or need_model):
+        backwards = types[::-1]
+        if "thinking_level_change" in backwards:
+            settings.update(view.entry(path[len(path) - 1 - backwards.index("thinking_level_change")]))
+        last_change = len(path) - 1 - backwards.index("model_change") if "model_change" in backwards else -1
+        for pos in range(len(path) - 1, last_change, -1):
+            if types[pos] == "message" and view.role_of(path[pos]) == "assistant":
+                last_change = pos
                 break
+        if last_change >= 0:
+            model_only = ContextSettings()
+            model_only.update(view.entry(path[last_change]))
+            settings.model = model_only.model
         return settings
 
     def _fold(self, compaction: Entry, at_last: int) -> list[Entry]:
         """Same result as projection.fold_path, touching only the kept tail of the path."""
         assert self._view is not None
         view = self._view
-        cid = compaction.get("id")
-        at = self._first_pos.get(cid, at_last) if hashable(cid) else at_last  # Pi finds it by id
-        first_kept = compaction.get("firstKeptEntryId")
-        start = self._first_pos.get(first_kept) if hashable(first_kept) else None
+        at = self._first_position(compaction.get("id"), at_last)  # Pi finds it by id: the first occurrence
+        start = self._first_position(compaction.get("firstKeptEntryId"), None)
         result = [compaction]
         if start is not None and start < at:
             kept = self._path[start:at]
@@ -119,6 +110,12 @@ class LiveProjection:
                     result.append(view.entry(index))
         result.extend(view.entry(index) for index in self._path[at + 1 :])
         return result
+
+    def _first_position(self, entry_id: Any, default: Any) -> Any:
+        try:
+            return self._path_ids.index(entry_id)
+        except ValueError:
+            return default
 
     def _set_context(self, context: list[Entry]) -> None:
         self._context = context
@@ -146,9 +143,7 @@ class LiveProjection:
         """Extend the path by `entry` (a child of the current leaf, at `index` in the view)."""
         position = len(self._path)
         self._path.append(index)
-        key = field_of(entry, "id")
-        if hashable(key):
-            self._first_pos.setdefault(key, position)
+        self._path_ids.append(field_of(entry, "id"))
         self._settings.update(entry)
         kind = field_of(entry, "type")
         if kind == "compaction":
@@ -183,7 +178,7 @@ class LiveProjection:
         return self._path
 
     def on_path(self, entry_id: Any) -> bool:
-        return hashable(entry_id) and entry_id in self._first_pos
+        return entry_id in self._path_ids
 
     @property
     def context_entries(self) -> list[Entry]:

@@ -275,7 +275,12 @@ class SessionManager:
         """Adopt a file's entries and build the index in bulk (comprehensions, not per-entry calls)."""
         self._file_entries = file_entries
         self._header = next((e for e in file_entries if field_of(e, "type") == "session"), {})
-        entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
+        if file_entries and file_entries[0] is self._header:
+            entries = file_entries[1:]  # the usual shape: one header, first
+            if any(type(e) is dict and e.get("type") == "session" for e in entries if type(e) is not RawLine):
+                entries = [e for e in entries if type(e) is RawLine or field_of(e, "type") != "session"]
+        else:
+            entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
         self._entries = entries
         self._children = None
         self._parent_pos = None
@@ -297,9 +302,10 @@ class SessionManager:
             last = entries[-1]
             last_id = last.id if type(last) is RawLine else (last.get("id", UNSET) if type(last) is dict else UNSET)
             self._leaf = LAST if last_id is UNSET else last_id
-        for position in [i for i, e in enumerate(entries)
-                         if type(e) is dict and e.get("type") in ("label", "session_info")]:
-            self._index_metadata(position, entries[position])
+        types = self._type_list
+        if "label" in types or "session_info" in types:  # scanned in C; most sessions have few or none
+            for position in [i for i, t in enumerate(types) if t == "label" or t == "session_info"]:
+                self._index_metadata(position, entries[position])
         self._live.invalidate()
 
     def _index_metadata(self, position: int, entry: dict[str, Any]) -> None:
