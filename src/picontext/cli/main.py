@@ -9,8 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 
 from picontext import __version__
+from picontext.cli import render
 from picontext.errors import PicontextError
 
+_RECURSION_LIMIT = 10_000
+_RAW_STDOUT_COMMANDS = frozenset({"chat", "rpc", "demo"})
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -47,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Pi (V8) reads and writes JSON nested thousands of levels deep, and so must every command;
+    # Python's default limit of 1,000 frames is below that (the JSON helpers recurse per level).
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
@@ -55,16 +62,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
-    try:
-        return handler(args)
-    except (CliError, PicontextError) as exc:
-        print(f"picontext: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        print("picontext: interrupted", file=sys.stderr)
-        return 130
+    # Human output neutralizes control characters from session text (cli/render.py); JSON output,
+    # the RPC protocol and the full-screen modes (which draw with escape codes) write raw.
+    raw_stdout = (getattr(args, "json", False) or getattr(args, "mode", None) == "json"
+                  or getattr(args, "command", None) in _RAW_STDOUT_COMMANDS
+                  or (getattr(args, "command", None) is None and getattr(args, "prompt", None) is None))
+    with render.safe_output(stdout=not raw_stdout):
+        try:
+            return handler(args)
+        except (CliError, PicontextError) as exc:
+            print(f"picontext: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            return 0
+        except RecursionError:
+            print(f"picontext: data nested more than {_RECURSION_LIMIT // 2} levels deep", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("picontext: interrupted", file=sys.stderr)
+            return 130
 
 
 def _default_handler(args: argparse.Namespace) -> Handler | None:

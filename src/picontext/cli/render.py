@@ -1,21 +1,97 @@
-"""Text renderings of entries and messages for the terminal (the only module that knows rich)."""
+"""Text renderings of entries and messages for the terminal (the only module that knows rich).
+
+It is also the one place where session text meets the terminal. Session files are untrusted
+input: a message can hold ESC sequences that set the window title or clear the screen, BEL, CR
+that overwrites a line, the 8-bit CSI (U+009B), or lone surrogates (JavaScript string slicing
+makes them) that the UTF-8 encoder refuses. `neutralize` makes all of these visible and harmless;
+`SafeConsole` applies it to the text rich prints (its own colour codes are left alone) and
+`safe_output` wraps stdout/stderr for everything written with `print`. JSON written to
+`sys.stdout.buffer` bypasses both and stays byte-exact.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 import orjson
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from picontext.ai.types import content_text
 
+# C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F, incl. the 8-bit CSI).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def neutralize(text: str) -> str:
+    """`text` safe for a terminal: control characters shown as `\\x1b`, lone surrogates as U+FFFD."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _SURROGATE.sub("\ufffd", _CONTROL.sub(_escape, text))
+
+
+class SafeConsole(Console):
+    """A rich Console that neutralizes the text it renders (not its own style codes)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control else Segment(neutralize(segment.text), segment.style, segment.control)
+            for segment in buffer
+        )
+
+
+class SafeWriter:
+    """A text stream that neutralizes what is written to it; everything else (`buffer`,
+    `fileno`, `isatty`, `encoding`) is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.raw_stream = stream
+
+    def write(self, text: str) -> int:
+        self.raw_stream.write(neutralize(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw_stream, name)
+
+
+def raw(stream: Any) -> Any:
+    return stream.raw_stream if isinstance(stream, SafeWriter) else stream
+
+
+@contextlib.contextmanager
+def safe_output(stdout: bool = True) -> Iterator[None]:
+    """Neutralize text written to stderr (and to stdout when `stdout`) for the duration."""
+    saved = sys.stdout, sys.stderr
+    if stdout and not isinstance(sys.stdout, SafeWriter):
+        sys.stdout = SafeWriter(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, SafeWriter):
+        sys.stderr = SafeWriter(sys.stderr)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
 
 def console() -> Console:
-    out = Console(highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True, file=raw(sys.stdout))
     if not out.is_terminal:
         # Piped output has no width to respect: don't squeeze tables into 80 columns.
-        out = Console(highlight=False, soft_wrap=True, width=200)
+        out = SafeConsole(highlight=False, soft_wrap=True, width=200, file=raw(sys.stdout))
     return out
 
 
@@ -24,11 +100,18 @@ def short(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):  # nested deeper than orjson goes, or not JSON
+        return "…"
+
+
 def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
-        return ", ".join(f"{k}={short(v if isinstance(v, str) else orjson.dumps(v).decode(), 40)}"
+        return ", ".join(f"{k}={short(v if isinstance(v, str) else _json_text(v), 40)}"
                          for k, v in arguments.items())
-    return short(str(arguments), 60)
+    return short(_json_text(arguments), 60)
 
 
 def message_summary(message: Any, width: int = 100) -> str:
@@ -43,7 +126,8 @@ def message_summary(message: Any, width: int = 100) -> str:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text":
-                parts.append(block.get("text", ""))
+                text = block.get("text", "")
+                parts.append(text if isinstance(text, str) else _json_text(text))
             elif block.get("type") == "thinking":
                 parts.append(f"(thinking: {short(str(block.get('thinking', '')), 30)})")
             elif block.get("type") == "toolCall":
@@ -117,5 +201,8 @@ ROLE_STYLES = {
 }
 
 
-def role_text(role: str) -> Text:
+def role_text(role: Any) -> Text:
+    """The role column; a role that is not a string (hostile files) is shown as its JSON."""
+    if not isinstance(role, str):
+        role = _json_text(role)
     return Text(f"{role:>17}", style=ROLE_STYLES.get(role, "white"))
