@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,12 +45,57 @@ class LoadedSession:
         return leaf
 
 
+MAX_WARNINGS = 10
+
+
+def describe_file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
+    """Refuse, before opening, what is not a regular file (after symlinks): reading a FIFO blocks
+    forever and `/dev/zero` never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise SessionOpenError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise SessionOpenError(f"is {describe_file_type(mode)}, not a session file: {path}")
+
+
+def print_warnings(lines: list[str]) -> None:
+    """The first MAX_WARNINGS warnings, then one line with the count of the rest."""
+    for line in lines[:MAX_WARNINGS]:
+        print(f"picontext: warning: {line}", file=sys.stderr)
+    if len(lines) > MAX_WARNINGS:
+        print(f"picontext: warning: {len(lines) - MAX_WARNINGS} more unreadable lines not shown", file=sys.stderr)
+
+
+class CappedWarnings:
+    """A `warn` callback for the session manager: the first MAX_WARNINGS on stderr, then one note."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, message: str) -> None:
+        self.count += 1
+        if self.count <= MAX_WARNINGS:
+            print(f"picontext: warning: {message}", file=sys.stderr)
+        elif self.count == MAX_WARNINGS + 1:
+            print("picontext: warning: more warnings not shown", file=sys.stderr)
+
+
 def load_session(path: str) -> LoadedSession:
     """Read a session file without modifying it; one-line errors for the CLI."""
-    if not os.path.exists(path):
-        raise SessionOpenError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise SessionOpenError(f"is a directory, not a session file: {path}")
+    check_regular_file(path)
     try:
         result = read_session_file(path)
     except OSError as exc:
@@ -57,8 +103,7 @@ def load_session(path: str) -> LoadedSession:
     if not result.valid:
         why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
         raise SessionOpenError(f"not a session file ({why}): {path}")
-    for line in result.warnings(path):
-        print(f"picontext: warning: {line}", file=sys.stderr)
+    print_warnings(result.warnings(path))
     file_entries = result.entries
     migrate_to_current(file_entries)
     entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
