@@ -280,6 +280,9 @@ class AgentSession:
     # -- queues ------------------------------------------------------------------------------------
 
     def _user_message(self, text: str, images: Sequence[ImageContent] = ()) -> AgentMessage:
+        # A non-string would be saved and then fail every later request of the session.
+        if not isinstance(text, str):
+            raise TypeError(f"a user message is a string, not {type(text).__name__}")
         content: list[Any] = [{"type": "text", "text": text}, *images]
         return {"role": "user", "content": content, "timestamp": self.clock.now_ms()}
 
