@@ -617,7 +617,12 @@ class SessionManager:
                 self._write(store, [entry])
             return
         if not self._flushed:
-            store.create(self._file_entries)
+            try:
+                store.create(self._file_entries)
+            except FileExistsError:
+                # Another process created the same new file first (two `-p --session NEW` runs at
+                # once). Keep both conversations: ours joins the file as a second root of its tree.
+                store.append([e for e in self._file_entries if field_of(e, "type") != "session"])
             self._flushed = True
             self._pending_upgrade = None
         else:

@@ -608,6 +608,7 @@ class ScriptedModelServer:
 
     def __init__(self, *steps: Step) -> None:
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._steps: list[Step] = list(steps)
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
@@ -671,6 +672,7 @@ class ScriptedModelServer:
     def _take(self, req: RecordedRequest) -> Step | None:
         with self._lock:
             self.requests.append(req)
+            self._arrived.notify_all()
             if req.dialect is not None:
                 # Steps are served in order; a step with a `when` predicate waits for a request
                 # it accepts, so concurrent requests get the reply meant for them.
@@ -679,6 +681,12 @@ class ScriptedModelServer:
                         return self._steps.pop(i)
             self.unexpected.append(req)
             return None
+
+    def wait_for_requests(self, count: int, timeout: float = 30) -> None:
+        """Block until `count` requests have arrived (an event, not a sleep); AssertionError on timeout."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise AssertionError(f"ScriptedModelServer: {len(self.requests)} of {count} requests after {timeout}s")
 
     def assert_complete(self) -> None:
         """Fail on unexpected requests or steps never consumed."""
