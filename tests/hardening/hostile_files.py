@@ -55,9 +55,11 @@ def run_cli(*argv: str) -> Result:
     out = io.TextIOWrapper(out_bytes, encoding="utf-8", write_through=True)
     err = io.TextIOWrapper(err_bytes, encoding="utf-8", write_through=True)
     saved = sys.stdout, sys.stderr
+    limit = sys.getrecursionlimit()  # main() raises it; hypothesis wants it back as it was
     sys.stdout, sys.stderr = out, err
     try:
         code = main(list(argv))
     finally:
         sys.stdout, sys.stderr = saved
+        sys.setrecursionlimit(limit)
     return Result(code, out_bytes.getvalue(), err_bytes.getvalue().decode("utf-8"))
