@@ -109,6 +109,8 @@ class Reply:
     drop_after_frames: int | None = None
     hold_after_frames: int | None = None
     hold_event: threading.Event | None = None
+    held_event: threading.Event | None = None
+    """Set when the stream reaches the hold point (the frames before it are sent)."""
     status: int = 200
     match: Callable[[RecordedRequest], bool] | None = None
     """Only a request this accepts takes the step; None: the next request, whatever it is."""
@@ -120,9 +122,10 @@ class Reply:
         """Close the socket (no chunked terminator) after `frames` SSE frames."""
         return replace(self, drop_after_frames=frames)
 
-    def hold_after(self, frames: int, event: threading.Event) -> Reply:
-        """Send `frames` SSE frames, then wait for `event` before sending the rest."""
-        return replace(self, hold_after_frames=frames, hold_event=event)
+    def hold_after(self, frames: int, event: threading.Event, held: threading.Event | None = None) -> Reply:
+        """Send `frames` SSE frames, then wait for `event` before sending the rest (`held` is set
+        once those frames are out: a test can wait for "the reply is streaming" as an event)."""
+        return replace(self, hold_after_frames=frames, hold_event=event, held_event=held)
 
     def with_usage(self, usage: Usage) -> Reply:
         return replace(self, usage=usage)
@@ -567,6 +570,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if step.hold_after_frames is not None and n == step.hold_after_frames and step.hold_event is not None:
                     self.wfile.flush()
+                    if step.held_event is not None:
+                        step.held_event.set()
                     while not step.hold_event.wait(0.02):
                         if self.server.owner._stopping.is_set():
                             self._drop()
