@@ -80,6 +80,17 @@ def test_print_mode_refuses_a_directory_session(tmp_path: Path) -> None:
     _one_line_error(result.code, result.err, "character device")
 
 
+def test_sessions_skips_fifos_and_devices(tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    write_session(folder / "good.jsonl", [HEADER, entry("a", None, type="message", message=user("fine"))])
+    (folder / "zero.jsonl").symlink_to("/dev/zero")
+    os.mkfifo(folder / "pipe.jsonl")
+    result = _subprocess("sessions", "--all", "--json", "--dir", str(folder), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [row["firstMessage"] for row in json.loads(result.stdout)] == ["fine"]
+
+
 def test_unreadable_line_warnings_are_capped(tmp_path: Path) -> None:
     path = write_session(tmp_path / "junk.jsonl", [HEADER, entry("a", None, type="message", message=user("hi"))],
                          raw_lines=tuple(f"{{broken {n}" for n in range(5000)))

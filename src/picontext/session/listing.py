@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from stat import S_ISREG
 from typing import Any
 
 from picontext import _json
@@ -41,6 +42,8 @@ def build_session_info(path: str) -> SessionInfo | None:
     """Summary of one file, or None when it is not a session (first value not a header)."""
     try:
         stat = os.stat(path)
+        if not S_ISREG(stat.st_mode):
+            return None  # a FIFO would block the listing, a link to /dev/zero would never end
         header: dict[str, Any] | None = None
         name: str | None = None
         message_count = entry_count = 0
