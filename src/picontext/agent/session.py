@@ -32,7 +32,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from picontext._clock import Clock, SystemClock
 from picontext.agent.compaction_runtime import CompactionRuntime
@@ -95,7 +95,8 @@ def usage_tokens(message: AssistantMessage) -> int:
     total = usage.get("totalTokens") or 0
     if total:
         return int(total)
-    return int(sum(usage.get(k, 0) or 0 for k in ("input", "output", "cacheRead", "cacheWrite")))
+    values = (usage.get(k, 0) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return int(sum(v for v in values if isinstance(v, int | float)))
 
 
 class AgentSession:
@@ -303,7 +304,8 @@ class AgentSession:
 
     def _queue_state(self) -> tuple[list[str], list[str]]:
         def texts(queue: list[AgentMessage]) -> list[str]:
-            return [c.get("text", "") for m in queue for c in m["content"] if c.get("type") == "text"]  # type: ignore[union-attr]
+            return [str(c.get("text", "")) for m in queue for c in cast(list[dict[str, Any]], m.get("content") or [])
+                    if c.get("type") == "text"]
 
         return texts(self._steering), texts(self._follow_up)
 

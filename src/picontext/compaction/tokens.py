@@ -36,10 +36,11 @@ _SHORT_ESCAPES: Final = frozenset("\b\f\n\r\t\"\\")
 
 
 class ContextUsageEstimate(TypedDict):
-    """What Pi's estimateContextTokens returns (camelCase keys, JSON-ready)."""
+    """What Pi's estimateContextTokens returns (camelCase keys, JSON-ready). Usage-based numbers
+    are floats when the provider reported floats (or NaN for malformed usage), as in Pi."""
 
-    tokens: int
-    usageTokens: int
+    tokens: int | float
+    usageTokens: int | float
     trailingTokens: int
     lastUsageIndex: int | None
 

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from picontext.ai.models import Model
 
@@ -392,7 +392,7 @@ def frames_anthropic(r: Reply, model_id: str) -> list[bytes]:
         "cache_read_input_tokens": u.cache_read,
         "cache_creation_input_tokens": u.cache_write,
     }
-    msg = {
+    msg: dict[str, Any] = {
         "id": "msg_scripted",
         "type": "message",
         "role": "assistant",
@@ -447,7 +447,7 @@ def frames_gemini(r: Reply, model_id: str) -> list[bytes]:
                 part["thought"] = True
             out.append({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]})
     u = r.usage
-    last = {
+    last: dict[str, Any] = {
         "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": r.stop or "STOP", "index": 0}],
         "usageMetadata": {
             "promptTokenCount": u.input + u.cache_read,
@@ -622,7 +622,7 @@ class ScriptedModelServer:
         self._thread: threading.Thread | None = None
 
     # lifecycle
-    def start(self) -> ScriptedModelServer:
+    def start(self) -> Self:
         if self._httpd is not None:
             return self
         httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -642,7 +642,7 @@ class ScriptedModelServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> ScriptedModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
