@@ -42,6 +42,16 @@ def write_session(path: Path, entries: list[Any], *, raw_lines: tuple[str, ...] 
     return path
 
 
+def parse_json(data: bytes) -> Any:
+    """json.loads with room for the 1,000-deep values these files hold."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        return json.loads(data)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 @dataclass
 class Result:
     code: int

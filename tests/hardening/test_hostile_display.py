@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_files import DEEP, HEADER, READ_ONLY, assistant, entry, run_cli, user, write_session
+from hostile_files import DEEP, HEADER, READ_ONLY, assistant, entry, parse_json, run_cli, user, write_session
 
 CASES: dict[str, list[Any]] = {
     "text_is_list": [entry("a", None, type="message", message=user("hi")),
@@ -35,7 +35,7 @@ def test_wrong_types_and_deep_nesting_do_not_crash(tmp_path: Path, case: str) ->
         assert result.code == 0, (argv, result.err)
         assert "Traceback" not in result.err
         if "--json" in argv:
-            json.loads(result.out)
+            parse_json(result.out)
     assert path.read_bytes() == before
 
 
