@@ -462,7 +462,7 @@ class _Run:
 
         def on_update(partial: AgentToolResult) -> None:
             event = _tool_event("tool_execution_update", call, prepared.args)
-            event["partialResult"] = {"content": partial.content, "details": partial.details}  # type: ignore[typeddict-unknown-key]
+            event["partialResult"] = {"content": partial.content, "details": partial.details}
             queue.put_nowait(event)
 
         outcome = await self.guarded(tool, call["id"], prepared.args, on_update)
@@ -568,4 +568,4 @@ def _snapshot(message: AssistantMessage) -> AssistantMessage:
     """A shallow copy with its own content list (the partial keeps changing while streaming)."""
     copy: Any = dict(message)
     copy["content"] = list(message.get("content") or [])
-    return copy  # type: ignore[no-any-return]
+    return copy

@@ -213,7 +213,7 @@ class AgentSession:
             return hit[1]
         for entry in reversed(self.manager.get_branch()):
             if field_of(entry, "type") == "message" and entry.get("message") is message:
-                return entry["id"]  # type: ignore[no-any-return]
+                return entry["id"]
         return None
 
     # -- settings --------------------------------------------------------------------------------
@@ -536,7 +536,7 @@ class AgentSession:
                 continue
             edit_id = self.manager.append_context_edit(entry_id, None)
             ids.append(edit_id)
-            await self._emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})  # type: ignore[typeddict-item]
+            await self._emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})
         return ids
 
     async def _emit(self, event: Any) -> None:

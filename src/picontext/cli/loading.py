@@ -29,7 +29,7 @@ class LoadedSession:
 
     @property
     def header(self) -> dict[str, Any]:
-        return self.file_entries[0]  # type: ignore[no-any-return]
+        return self.file_entries[0]
 
     @cached_property
     def manager(self) -> SessionManager:

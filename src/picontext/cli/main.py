@@ -90,7 +90,7 @@ def _default_handler(args: argparse.Namespace) -> Handler | None:
     if importlib.util.find_spec(module_name) is None:
         return None
     module = importlib.import_module(module_name)
-    return module.cmd_run if name == "agent_cmds" else module.cmd_chat  # type: ignore[no-any-return]
+    return module.cmd_run if name == "agent_cmds" else module.cmd_chat
 
 
 def run() -> None:

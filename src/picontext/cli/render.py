@@ -78,9 +78,9 @@ def safe_output(stdout: bool = True) -> Iterator[None]:
     """Neutralize text written to stderr (and to stdout when `stdout`) for the duration."""
     saved = sys.stdout, sys.stderr
     if stdout and not isinstance(sys.stdout, SafeWriter):
-        sys.stdout = SafeWriter(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = SafeWriter(sys.stdout)
     if not isinstance(sys.stderr, SafeWriter):
-        sys.stderr = SafeWriter(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = SafeWriter(sys.stderr)
     try:
         yield
     finally:

@@ -147,7 +147,7 @@ class ScriptedCompletion:
         await asyncio.sleep(0)  # let concurrent requests interleave as real ones would
         if options.signal is not None and options.signal.aborted:
             return assistant_reply("", stop_reason="aborted", error="Request was aborted")
-        return assistant_reply(reply) if isinstance(reply, str) else dict(reply)  # type: ignore[arg-type]
+        return assistant_reply(reply) if isinstance(reply, str) else dict(reply)
 
 
 class StreamCompletion:

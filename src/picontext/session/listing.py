@@ -73,7 +73,7 @@ def build_session_info(path: str) -> SessionInfo | None:
                     message_count += 1
                     message = value.get("message")
                     role = message.get("role") if isinstance(message, dict) else None
-                    if role in ("user", "assistant"):
+                    if isinstance(message, dict) and role in ("user", "assistant"):
                         ts = message.get("timestamp")
                         activity = ts if isinstance(ts, int | float) else js_date_ms(value.get("timestamp"))
                         if activity == activity and activity > last_activity:
