@@ -13,7 +13,7 @@ from picontext.cli import render
 from picontext.errors import PicontextError
 
 _RECURSION_LIMIT = 10_000
-_RAW_STDOUT_COMMANDS = frozenset({"chat", "rpc", "demo"})
+_RAW_STDOUT_COMMANDS = frozenset({"chat", "rpc", "demo", "export", "serve"})  # machine output or full-screen
 Handler = Callable[[argparse.Namespace], int]
 
 
