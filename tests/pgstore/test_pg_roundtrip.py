@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pg_corpus import corpus
 
 from picontext.errors import SessionFormatError
 from picontext.session.migrations import migrate_to_current
@@ -13,7 +14,6 @@ from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.transfer import export_bytes, import_bytes
 from picontext.session.projection import LAST, build_session_context
 from picontext.session.store import parse_session_bytes
-from pg_corpus import corpus
 
 
 def test_export_of_import_is_byte_identical_for_the_whole_corpus(pg_url: str) -> None:

@@ -24,7 +24,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from picontext.session.postgres.schema import ensure_schema
 
-DEFAULT_TIMEOUT = float(os.environ.get("PICONTEXT_STORE_TIMEOUT", "10"))
+
+def default_timeout() -> float:
+    """Seconds to wait for a connection (`PICONTEXT_STORE_TIMEOUT`, default 10)."""
+    return float(os.environ.get("PICONTEXT_STORE_TIMEOUT") or 10)
 
 
 class StoreUnavailableError(SessionError):
@@ -48,15 +51,19 @@ def redact(url: str) -> str:
 class Database:
     """One database URL: a small pool, opened lazily, schema migrated once per process."""
 
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, max_size: int = 4) -> None:
+    def __init__(self, url: str, *, timeout: float | None = None, max_size: int = 4) -> None:
         self.url = url
         self.display = redact(url)
-        self.timeout = timeout
-        self._pool = ConnectionPool(url, min_size=0, max_size=max_size, timeout=timeout, open=False,
-                                    check=ConnectionPool.check_connection,
-                                    kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))})
+        self.timeout = default_timeout() if timeout is None else timeout
+        self.max_size = max_size
         self._opened = False
+        self._pool = self._new_pool()
         self._lock = threading.Lock()
+
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(self.url, min_size=0, max_size=self.max_size, timeout=self.timeout, open=False,
+                              check=ConnectionPool.check_connection,
+                              kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))})
 
     def _open(self) -> None:
         with self._lock:
@@ -68,12 +75,15 @@ class Database:
                 with self._pool.connection() as conn:
                     ensure_schema(conn)
             except BaseException:
-                self._opened = False
-                self._pool.close()
-                self._pool = ConnectionPool(self.url, min_size=0, max_size=self._pool.max_size,
-                                            timeout=self.timeout, open=False,
-                                            check=ConnectionPool.check_connection, kwargs=self._pool.kwargs)
+                self._reset()
                 raise
+
+    def _reset(self) -> None:
+        """Drop the pool after a failure: the next use connects afresh at once instead of waiting
+        for the pool's reconnection back-off (the server may be back by then)."""
+        old, self._pool, self._opened = self._pool, self._new_pool(), False
+        with contextlib.suppress(Exception):
+            old.close(timeout=0)
 
     @contextlib.contextmanager
     def connection(self, *, writing: bool = False, what: str = "") -> Iterator[Any]:
@@ -84,6 +94,9 @@ class Database:
             with self._pool.connection() as conn:
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
+            if not isinstance(exc, psycopg.errors.LockNotAvailable):
+                with self._lock:
+                    self._reset()
             raise self.unavailable(exc, writing=writing, what=what) from exc
 
     def connect(self) -> Any:
