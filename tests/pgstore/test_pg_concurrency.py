@@ -4,6 +4,7 @@ check, a stale writer is refused (and can re-read), and the tree never forks sil
 from __future__ import annotations
 
 import asyncio
+import itertools
 import subprocess
 import sys
 import threading
@@ -37,7 +38,7 @@ def _assert_linear(store: PgSessionStore, expected_entries: int) -> None:
     assert len(entries) == expected_entries
     ids = [e["id"] for e in entries]
     assert len(set(ids)) == len(ids)
-    for before, after in zip(entries, entries[1:], strict=False):
+    for before, after in itertools.pairwise(entries):
         assert after["parentId"] == before["id"]
 
 
@@ -108,12 +109,15 @@ async def test_awriter_waits_without_blocking_the_event_loop(pg_url: str) -> Non
     store = _new_session(pg_url)
     other = PgSessionStore(pg_url, HEADER["id"])
     ticks = 0
+    ticked = asyncio.Event()
     got: list[Any] = []
 
     async def ticker(stop: asyncio.Event) -> None:
         nonlocal ticks
         while not stop.is_set():
             ticks += 1
+            if ticks == 20:
+                ticked.set()
             await asyncio.sleep(0.001)
 
     async def second() -> None:
@@ -133,8 +137,7 @@ async def test_awriter_waits_without_blocking_the_event_loop(pg_url: str) -> Non
     stop = asyncio.Event()
     tick_task = asyncio.create_task(ticker(stop))
     waiter = asyncio.create_task(second())
-    while ticks < 20:  # the loop keeps running while `second` waits for the lock
-        await asyncio.sleep(0.001)
+    await asyncio.wait_for(ticked.wait(), 10)  # the loop keeps running while `second` waits for the lock
     assert not waiter.done()
     release.set()
     await asyncio.wait_for(waiter, 10)

@@ -47,7 +47,7 @@ def test_database_unreachable_mid_session(own_cluster: PostgresCluster) -> None:
     assert "\n" not in message
     assert "database unreachable" in message and "nothing was written" in message
     assert "s-down" in message and f"127.0.0.1:{own_cluster.port}" in message
-    with pytest.raises(StoreUnavailableError, match="Cannot read session s-down from .*database unreachable"):
+    with pytest.raises(StoreUnavailableError, match=r"Cannot read session s-down from .*database unreachable"):
         store.load()
 
     own_cluster.start_server()
