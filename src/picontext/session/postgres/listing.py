@@ -9,6 +9,7 @@ from picontext.errors import SessionError
 from picontext.session import paths
 from picontext.session.listing import SessionInfo
 from picontext.session.postgres.database import Database
+from picontext.session.postgres.store import fact_text
 
 _COLUMNS = ("id, cwd, name, parent_session, created_ms, extract(epoch FROM updated_at) * 1000, message_count,"
             " entry_count, size, first_message, last_activity_ms")
@@ -26,9 +27,9 @@ def _info(db: Database, row: tuple) -> SessionInfo:  # type: ignore[type-arg]
     (session_id, cwd, name, parent, created_ms, updated_ms, messages, entries, size, first, activity) = row
     created = _dt(created_ms) if created_ms == created_ms and created_ms is not None else None
     modified = _dt(activity) if activity > 0 else created if created is not None else _dt(float(updated_ms))
-    return SessionInfo(path=f"{db.display}#{session_id}", id=session_id, cwd=cwd, name=name,
+    return SessionInfo(path=f"{db.display}#{session_id}", id=session_id, cwd=cwd, name=fact_text(name),
                        parent_session_path=parent, created=created, modified=modified, message_count=messages,
-                       entry_count=entries, size=size, first_message=first or "(no messages)")
+                       entry_count=entries, size=size, first_message=fact_text(first) or "(no messages)")
 
 
 def list_sessions(db: Database, cwd: str | None = None) -> list[SessionInfo]:

@@ -28,8 +28,8 @@ MIGRATIONS: list[list[str]] = [
             header_timestamp text,
             created_ms      double precision,         -- header timestamp as epoch ms (NaN if unreadable)
             parent_session  text,
-            name            text,
-            first_message   text NOT NULL DEFAULT '',
+            name            bytea,                    -- UTF-8 (surrogates kept): text refuses NUL
+            first_message   bytea NOT NULL DEFAULT '',
             entry_count     integer NOT NULL DEFAULT 0,
             message_count   integer NOT NULL DEFAULT 0,
             size            bigint NOT NULL DEFAULT 0,
@@ -69,7 +69,7 @@ MIGRATIONS: list[list[str]] = [
             p_session text, p_generation bigint, p_expect bigint,
             p_entry_ids text[], p_parent_ids text[], p_types text[], p_lines bytea[],
             p_entries integer, p_messages integer, p_size bigint,
-            p_name_set boolean, p_name text, p_first_message text, p_last_activity double precision
+            p_name_set boolean, p_name bytea, p_first_message bytea, p_last_activity double precision
         ) RETURNS TABLE (o_status integer, o_generation bigint, o_next_seq bigint)
         LANGUAGE plpgsql AS $fn$
         DECLARE
@@ -99,7 +99,7 @@ MIGRATIONS: list[list[str]] = [
                 -- a file without its final newline gets one before the appended lines
                 size = s.size + p_size + CASE WHEN nl THEN 0 ELSE 1 END,
                 name = CASE WHEN p_name_set THEN p_name ELSE s.name END,
-                first_message = CASE WHEN s.first_message = '' THEN p_first_message ELSE s.first_message END,
+                first_message = CASE WHEN s.first_message = ''::bytea THEN p_first_message ELSE s.first_message END,
                 last_activity_ms = greatest(s.last_activity_ms, p_last_activity),
                 updated_at = now()
               WHERE s.id = p_session;

@@ -55,6 +55,15 @@ def clean_text(value: Any) -> str | None:
     return value
 
 
+def fact_bytes(value: str | None) -> bytes | None:
+    """A listing string as stored (bytea: exact, NUL and lone surrogates included)."""
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def fact_text(value: bytes | None) -> str | None:
+    return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
+
+
 def encode_line(entry: Any) -> bytes:
     """The JSONL line of an entry, without its newline."""
     if type(entry) is RawLine:
@@ -221,8 +230,8 @@ class PgSessionStore:
                 (self.session_id,)).fetchone()
         if row is None:
             return None
-        return ListingFacts(header=header, name=row[0], message_count=row[1], entry_count=row[2],
-                            first_message=row[3], last_activity_ms=row[4], size=row[5], modified_ms=float(row[6]))
+        return ListingFacts(header=header, name=fact_text(row[0]), message_count=row[1], entry_count=row[2],
+                            first_message=fact_text(row[3]) or "", last_activity_ms=row[4], size=row[5], modified_ms=float(row[6]))
 
     def export_bytes(self) -> bytes | None:
         """The session as a JSONL file, byte for byte; None when it does not exist."""
@@ -249,7 +258,7 @@ class PgSessionStore:
                 "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
                  batch.ids, batch.parents, batch.types, batch.lines, f.entries, f.messages, f.size, f.name_set,
-                 clean_text(f.name), clean_text(f.first_message) or "", f.last_activity_ms),
+                 fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
             ).fetchone()
         if status == 2:
             raise SessionWriteError(f"Session disappeared: {self.location}", missing=True)
@@ -290,8 +299,7 @@ class PgSessionStore:
         status, generation, next_seq = conn.execute(
             "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (self.session_id, generation, expect, batch.ids, batch.parents, batch.types, batch.lines, f.entries,
-             f.messages, f.size, f.name_set, clean_text(f.name), clean_text(f.first_message) or "",
-             f.last_activity_ms),
+             f.messages, f.size, f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
         ).fetchone()
         if status != 0:  # impossible inside the transaction that holds the row
             raise StaleSessionError(f"Session {self.session_id} changed while being written")
@@ -319,7 +327,7 @@ class PgSessionStore:
             conn.execute("DELETE FROM picontext_entry WHERE session_id = %s", (self.session_id,))
             conn.execute(
                 "UPDATE picontext_session SET generation = %s, next_seq = 0, ends_with_newline = true, cwd = %s,"
-                " header_timestamp = %s, created_ms = %s, parent_session = %s, name = NULL, first_message = '',"
+                " header_timestamp = %s, created_ms = %s, parent_session = %s, name = NULL, first_message = ''::bytea,"
                 " entry_count = 0, message_count = 0, size = 0, last_activity_ms = 0 WHERE id = %s",
                 (generation, clean_text(header.get("cwd")) or "", clean_text(header.get("timestamp")),
                  float(js_date_ms(header.get("timestamp"))), clean_text(header.get("parentSession")),
