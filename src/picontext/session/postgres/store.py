@@ -231,7 +231,8 @@ class PgSessionStore:
         if row is None:
             return None
         return ListingFacts(header=header, name=fact_text(row[0]), message_count=row[1], entry_count=row[2],
-                            first_message=fact_text(row[3]) or "", last_activity_ms=row[4], size=row[5], modified_ms=float(row[6]))
+                            first_message=fact_text(row[3]) or "", last_activity_ms=row[4], size=row[5],
+                            modified_ms=float(row[6]))
 
     def export_bytes(self) -> bytes | None:
         """The session as a JSONL file, byte for byte; None when it does not exist."""
