@@ -45,7 +45,18 @@ class LoadedSession:
 
 
 def load_session(path: str) -> LoadedSession:
-    """Read a session file without modifying it; one-line errors for the CLI."""
+    """Read a session file without modifying it; one-line errors for the CLI. With a session
+    database (`--store URL`), `path` is a session id or a unique prefix of one."""
+    from picontext.cli.store_cmds import resolve, store_url
+
+    url = store_url()
+    if url is not None:
+        store = resolve(url, path)
+        result = store.load()
+        path = store.location
+        if not result.valid:
+            raise SessionOpenError(f"not a session (its first record is not a session header): {path}")
+        return _loaded(path, result)
     if not os.path.exists(path):
         raise SessionOpenError(f"no such file: {path}")
     if os.path.isdir(path):
@@ -57,6 +68,10 @@ def load_session(path: str) -> LoadedSession:
     if not result.valid:
         why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
         raise SessionOpenError(f"not a session file ({why}): {path}")
+    return _loaded(path, result)
+
+
+def _loaded(path: str, result: Any) -> LoadedSession:
     for line in result.warnings(path):
         print(f"picontext: warning: {line}", file=sys.stderr)
     file_entries = result.entries
