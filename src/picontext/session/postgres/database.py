@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +24,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ConfigError("the PostgreSQL session store needs psycopg: pip install 'picontext[postgres]'") from exc
 
 from picontext.session.postgres.schema import ensure_schema
+
+IDLE_CHECK = 1.0  # seconds a pooled connection may sit unused before it is pinged on reuse
 
 
 def default_timeout() -> float:
@@ -56,14 +59,21 @@ class Database:
         self.display = redact(url)
         self.timeout = default_timeout() if timeout is None else timeout
         self.max_size = max_size
+        self._last_used: dict[int, float] = {}
         self._opened = False
         self._pool = self._new_pool()
         self._lock = threading.Lock()
 
     def _new_pool(self) -> ConnectionPool:
         return ConnectionPool(self.url, min_size=0, max_size=self.max_size, timeout=self.timeout, open=False,
-                              check=ConnectionPool.check_connection,
+                              check=self._check,
                               kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))})
+
+    def _check(self, conn: Any) -> None:
+        """Ping a pooled connection before use only when it sat idle for a while (the server may
+        have restarted or dropped it meanwhile); busy writers skip the extra round trip."""
+        if time.monotonic() - self._last_used.get(id(conn), 0.0) > IDLE_CHECK:
+            ConnectionPool.check_connection(conn)
 
     def _open(self) -> None:
         with self._lock:
@@ -92,7 +102,10 @@ class Database:
             if not self._opened:
                 self._open()
             with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    self._last_used[id(conn)] = time.monotonic()
         except (PoolTimeout, psycopg.OperationalError) as exc:
             if not isinstance(exc, psycopg.errors.LockNotAvailable):
                 with self._lock:

@@ -34,7 +34,7 @@ from picontext.session.postgres._pending_protocol import (
     parse_session_bytes,
     parse_session_lines,
 )
-from picontext.session.postgres.database import Database, database
+from picontext.session.postgres.database import Database, StoreUnavailableError, database
 from picontext.session.postgres.facts import FactsDelta
 from picontext.session.store import RawLine, _is_js_falsy, is_header
 
@@ -148,30 +148,42 @@ class PgSessionStore:
         with self.db.connection(writing=writing, what=self.session_id) as conn:
             yield conn
 
+    def _retrying(self) -> bool:
+        """A pooled connection that fails is retried once on a fresh one (it may have been dropped
+        while idle); inside a writer section the section's connection is the only one."""
+        held = _HELD.get(self._key)
+        return held is None or held[0] != threading.get_ident()
+
+    def _fetch(self, sql: str, params: tuple[Any, ...], *, binary: bool = False, many: bool = False) -> Any:
+        """Run one read-only statement (retried once if the connection fails)."""
+        for attempt in (0, 1):
+            try:
+                with self._conn() as conn:
+                    cur = conn.execute(sql, params, binary=binary)
+                    return cur.fetchall() if many else cur.fetchone()
+            except StoreUnavailableError:
+                if attempt or not self._retrying():
+                    raise
+        raise AssertionError("unreachable")
+
     # ------------------------------------------------------------------ reading
 
     def exists(self) -> bool:
-        with self._conn() as conn:
-            return conn.execute("SELECT 1 FROM picontext_session WHERE id = %s", (self.session_id,)).fetchone() \
-                is not None
+        return self._fetch("SELECT 1 FROM picontext_session WHERE id = %s", (self.session_id,)) is not None
 
     def tail(self) -> Tail | None:
-        with self._conn() as conn:
-            row = conn.execute("SELECT generation, next_seq FROM picontext_session WHERE id = %s",
-                               (self.session_id,)).fetchone()
+        row = self._fetch("SELECT generation, next_seq FROM picontext_session WHERE id = %s", (self.session_id,))
         return None if row is None else Tail(row[0], row[1])
 
     def _read(self, after: int) -> tuple[int, int, bool, bytes] | None:
         """(generation, next_seq, ends_with_newline, lines from seq `after` joined by "\\n"), read
         in one statement, so the lines and the tail are of the same moment."""
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT s.generation, s.next_seq, s.ends_with_newline,"
-                " (SELECT string_agg(e.line, '\\x0a'::bytea ORDER BY e.seq) FROM picontext_entry e"
-                "   WHERE e.session_id = s.id AND e.seq >= %s)"
-                " FROM picontext_session s WHERE s.id = %s",
-                (after, self.session_id), binary=True,
-            ).fetchone()
+        row = self._fetch(
+            "SELECT s.generation, s.next_seq, s.ends_with_newline,"
+            " (SELECT string_agg(e.line, '\\x0a'::bytea ORDER BY e.seq) FROM picontext_entry e"
+            "   WHERE e.session_id = s.id AND e.seq >= %s)"
+            " FROM picontext_session s WHERE s.id = %s",
+            (after, self.session_id), binary=True)
         if row is None:
             return None
         return row[0], row[1], row[2], bytes(row[3] or b"")
@@ -204,9 +216,8 @@ class PgSessionStore:
         return result
 
     def read_header(self) -> dict[str, Any] | None:
-        with self._conn() as conn:
-            rows = conn.execute("SELECT line FROM picontext_entry WHERE session_id = %s ORDER BY seq LIMIT 64",
-                                (self.session_id,), binary=True).fetchall()
+        rows = self._fetch("SELECT line FROM picontext_entry WHERE session_id = %s ORDER BY seq LIMIT 64",
+                           (self.session_id,), binary=True, many=True)
         for (raw,) in rows:
             if not bytes(raw).strip():
                 continue
@@ -223,11 +234,9 @@ class PgSessionStore:
         header = self.read_header()
         if header is None:
             return None
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT name, message_count, entry_count, first_message, last_activity_ms, size,"
-                " extract(epoch FROM updated_at) * 1000 FROM picontext_session WHERE id = %s",
-                (self.session_id,)).fetchone()
+        row = self._fetch(
+            "SELECT name, message_count, entry_count, first_message, last_activity_ms, size,"
+            " extract(epoch FROM updated_at) * 1000 FROM picontext_session WHERE id = %s", (self.session_id,))
         if row is None:
             return None
         return ListingFacts(header=header, name=fact_text(row[0]), message_count=row[1], entry_count=row[2],
@@ -254,13 +263,25 @@ class PgSessionStore:
             return current
         batch = Batch.of_entries(entries)
         f = batch.facts
-        with self._conn(writing=True) as conn:
-            status, generation, next_seq = conn.execute(
-                "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
-                 batch.ids, batch.parents, batch.types, batch.lines, f.entries, f.messages, f.size, f.name_set,
-                 fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
-            ).fetchone()
+        params = (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
+                  batch.ids, batch.parents, batch.types, batch.lines, f.entries, f.messages, f.size, f.name_set,
+                  fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms)
+        retried = False
+        while True:
+            try:
+                with self._conn(writing=True) as conn:
+                    status, generation, next_seq = conn.execute(
+                        "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        params).fetchone()
+                break
+            except SessionWriteError:
+                # The connection failed: maybe before the statement ran, maybe after it committed.
+                # Only a conditional append can be retried safely: the tail check tells which.
+                if retried or expect is None or not self._retrying():
+                    raise
+                retried = True
+        if status == 1 and retried and self._is_ours(expect, batch.lines):
+            return Tail(generation, next_seq)  # the first attempt did commit
         if status == 2:
             raise SessionWriteError(f"Session disappeared: {self.location}", missing=True)
         if status == 1:
@@ -271,6 +292,14 @@ class PgSessionStore:
                 + (" (and the log was replaced)" if generation != expect.generation else "")
                 + "; nothing was appended: reload the session and retry")
         return Tail(generation, next_seq)
+
+    def _is_ours(self, expect: Tail | None, lines: list[bytes]) -> bool:
+        """The log right after `expect` is exactly `lines` (and nothing else)."""
+        if expect is None:
+            return False
+        got = self._read(expect.offset)
+        return got is not None and got[0] == expect.generation and got[1] == expect.offset + len(lines) \
+            and got[3] == b"\n".join(lines)
 
     def create(self, file_entries: list[Any]) -> Tail:
         return self.create_lines(Batch.of_entries(file_entries), ends_with_newline=True)
@@ -336,9 +365,8 @@ class PgSessionStore:
             return self._insert(conn, batch, generation, 0)
 
     def backup(self, suffix: str) -> bytes | None:
-        with self._conn() as conn:
-            row = conn.execute("SELECT content FROM picontext_backup WHERE session_id = %s AND suffix = %s",
-                               (self.session_id, suffix), binary=True).fetchone()
+        row = self._fetch("SELECT content FROM picontext_backup WHERE session_id = %s AND suffix = %s",
+                          (self.session_id, suffix), binary=True)
         return None if row is None else bytes(row[0])
 
     def delete(self) -> bool:
