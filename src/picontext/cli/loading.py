@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from picontext.errors import PicontextError
+from picontext.errors import PicontextError, SessionFormatError
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import LAST, LeafArg, build_index
-from picontext.session.store import read_session_file
+from picontext.session.store import JsonlSessionStore
 
 
 class SessionOpenError(PicontextError):
@@ -46,12 +45,13 @@ class LoadedSession:
 
 def load_session(path: str) -> LoadedSession:
     """Read a session file without modifying it; one-line errors for the CLI."""
-    if not os.path.exists(path):
+    store = JsonlSessionStore(path)
+    if not store.exists():
         raise SessionOpenError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise SessionOpenError(f"is a directory, not a session file: {path}")
     try:
-        result = read_session_file(path)
+        result = store.load()  # refuses a directory, FIFO or device before opening it
+    except SessionFormatError as exc:
+        raise SessionOpenError(str(exc)) from None
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not result.valid:
