@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -152,7 +153,7 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
             counters = [e["data"]["n"] for e in entries]
             duplicated += len(counters) - len(set(counters))
             lost += len(acked.get(sid, set()) - set(ids)) + (appends - len(set(counters)))
-            forked += sum(1 for a, b in zip(entries, entries[1:], strict=False) if b["parentId"] != a["id"])
+            forked += sum(1 for a, b in itertools.pairwise(entries) if b["parentId"] != a["id"])
             forked += sum(1 for e in entries[:1] if e["parentId"] is not None)
     latencies.sort()
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
@@ -175,7 +176,6 @@ def _first_request(file_entries: list[Any]) -> Any:
 
 def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
     from gen_sessions import generate
-
     from picontext.session.postgres import PgSessionStore, database
     from picontext.session.postgres.transfer import import_file
     from picontext.session.store import read_session_file

@@ -426,9 +426,10 @@ class CompactionRuntime:
                 details, usage = result.details, result.usage
             if controller.aborted:
                 raise CompactionCancelled()
-            entry_id = self.s.manager.append_compaction(
-                summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
-            )
+            async with self.s.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                entry_id = self.s.manager.append_compaction(
+                    summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
+                )
         except Exception as exc:
             aborted = isinstance(exc, CompactionCancelled) or controller.aborted
             by_ext = isinstance(exc, CompactionCancelled) and exc.by_extension

@@ -494,7 +494,8 @@ class AgentSession:
             self.compaction.fuse = False
             await self._emit_queue()  # a queued message was delivered
         elif kind == "message_end":
-            self._persist(message)
+            async with self.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                self._persist(message)
             if message.get("role") == "assistant":
                 self._last_assistant = message
                 if message.get("stopReason") not in ("error", "length"):

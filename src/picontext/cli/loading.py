@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from picontext.errors import PicontextError
+from picontext.errors import PicontextError, SessionFormatError
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import LAST, LeafArg, build_index
-from picontext.session.store import read_session_file
+from picontext.session.store import JsonlSessionStore
 
 
 class SessionOpenError(PicontextError):
@@ -51,18 +50,19 @@ def load_session(path: str) -> LoadedSession:
 
     url = store_url()
     if url is not None:
-        store = resolve(url, path)
-        result = store.load()
-        path = store.location
+        db_store = resolve(url, path)
+        result = db_store.load()
+        path = db_store.location
         if not result.valid:
             raise SessionOpenError(f"not a session (its first record is not a session header): {path}")
         return _loaded(path, result)
-    if not os.path.exists(path):
+    store = JsonlSessionStore(path)
+    if not store.exists():
         raise SessionOpenError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise SessionOpenError(f"is a directory, not a session file: {path}")
     try:
-        result = read_session_file(path)
+        result = store.load()  # refuses a directory, FIFO or device before opening it
+    except SessionFormatError as exc:
+        raise SessionOpenError(str(exc)) from None
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not result.valid:

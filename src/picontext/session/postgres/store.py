@@ -27,16 +27,17 @@ import psycopg
 from picontext import _json
 from picontext._clock import js_date_ms
 from picontext.errors import SessionLockedError, SessionWriteError, StaleSessionError
-from picontext.session.postgres._pending_protocol import (
-    ListingFacts,
-    LoadResult,
-    Tail,
-    parse_session_bytes,
-    parse_session_lines,
-)
 from picontext.session.postgres.database import Database, StoreUnavailableError, database
 from picontext.session.postgres.facts import FactsDelta
-from picontext.session.store import RawLine, _is_js_falsy, is_header
+from picontext.session.protocol import ListingFacts, LoadResult, Tail
+from picontext.session.store import (
+    RawLine,
+    _is_js_falsy,
+    _parse_full,
+    _parse_rest_lazily,
+    is_header,
+    parse_session_bytes,
+)
 
 LOCK_POLL = 0.005
 _HELD: dict[tuple[str, str], tuple[int, Any]] = {}  # (url, session) -> (thread id, connection)
@@ -210,7 +211,10 @@ class PgSessionStore:
         if generation != tail.generation or next_seq < tail.offset:
             return None
         lines = data.split(b"\n") if next_seq > tail.offset else []
-        result = parse_session_lines(lines, first_line=tail.offset + 1, lazy=lazy)
+        result = LoadResult()
+        (_parse_rest_lazily if lazy else _parse_full)(lines, 0, result)
+        for skipped in result.skipped:  # numbered as lines of the whole log
+            skipped.line += tail.offset
         result.size = len(data) + (1 if lines else 0)
         result.tail = Tail(generation, next_seq)
         return result

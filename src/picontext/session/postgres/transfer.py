@@ -12,9 +12,9 @@ from typing import Any
 
 from picontext import _json
 from picontext.errors import SessionFormatError
-from picontext.session.postgres._pending_protocol import Tail
 from picontext.session.postgres.database import Database
 from picontext.session.postgres.store import Batch, PgSessionStore
+from picontext.session.protocol import Tail
 from picontext.session.store import _is_js_falsy
 
 
