@@ -72,6 +72,50 @@ def resolve(url: str, ref: str) -> Any:
     return PgSessionStore(db, resolve_session(db, ref))
 
 
+def open_session(ref: str) -> Any:
+    """A writable SessionManager for a session file, or (with a store) a session id or prefix."""
+    from picontext.session.manager import SessionManager
+
+    url = store_url()
+    if url is None:
+        return SessionManager.open(ref)
+    from picontext.session.postgres import store_factory
+
+    store = resolve(url, ref)
+    return SessionManager.open(store.session_id, store_factory=store_factory(store.db))
+
+
+def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:
+    """The chat's and print mode's session choice (--session, -c, -r, new) in the database."""
+    from picontext.cli.modes.common import flag, pick_session
+    from picontext.session import paths
+    from picontext.session.manager import SessionManager
+    from picontext.session.postgres import store_factory
+    from picontext.session.postgres.listing import SessionNotFound, list_sessions, most_recent_session, resolve_session
+
+    if flag(args, "no_session"):
+        return SessionManager.in_memory(cwd)
+    db = open_database(url)
+    factory = store_factory(db)
+    ref = flag(args, "session")
+    if ref:
+        try:
+            session_id = resolve_session(db, ref)
+        except SessionNotFound:
+            if not paths.is_valid_session_id(ref):
+                raise
+            return SessionManager.create(cwd, cwd, id=ref, store_factory=factory)  # a new session of that id
+        return SessionManager.open(session_id, store_factory=factory)
+    if flag(args, "resume"):
+        return SessionManager.open(pick_session(cwd, infos=list_sessions(db, cwd)), store_factory=factory)
+    if flag(args, "continue_"):
+        recent = most_recent_session(db, cwd)
+        if recent is not None:
+            return SessionManager.open(recent, store_factory=factory)
+    # The session directory only names sessions (the factory keeps the id): nothing is made there.
+    return SessionManager.create(cwd, cwd, store_factory=factory)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("store", help="copy sessions between JSONL files and the session database "
                        f"(--store URL or ${STORE_ENV})")

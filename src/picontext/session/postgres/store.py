@@ -9,17 +9,23 @@ Concurrency rule: the tail is (generation, number of lines). An append names the
 extends; `picontext_append` takes the session's writer lock, compares, and inserts all lines or
 none, in one statement and one transaction. A writer that is behind gets `StaleSessionError`;
 two writers can never both extend the same tail. The writer section (`writer()`/`awriter()`) is
-a session-level advisory lock on a dedicated connection; the holder's appends go through that
-connection, everybody else's appends wait for it (up to the lock timeout).
+a session-level advisory lock on a dedicated connection; the holder's appends (same thread or
+asyncio task) go through that connection, everybody else's appends wait for it (up to the lock
+timeout).
+
+`store_factory(url)` gives what `SessionManager(..., store_factory=)` expects: the manager names
+sessions by file path; the factory keeps only the session id from it (`<ts>_<id>.jsonl`, a bare
+id, or a `location` ending in `#<id>`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
+import contextvars
+import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -27,6 +33,7 @@ import psycopg
 from picontext import _json
 from picontext._clock import js_date_ms
 from picontext.errors import SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.session import paths
 from picontext.session.postgres.database import Database, StoreUnavailableError, database
 from picontext.session.postgres.facts import FactsDelta
 from picontext.session.protocol import ListingFacts, LoadResult, Tail
@@ -40,7 +47,34 @@ from picontext.session.store import (
 )
 
 LOCK_POLL = 0.005
-_HELD: dict[tuple[str, str], tuple[int, Any]] = {}  # (url, session) -> (thread id, connection)
+# The writer sections this thread or task holds: (url, session) -> the section's connection.
+_HELD: contextvars.ContextVar[dict[tuple[str, str], Any] | None] = contextvars.ContextVar("picontext_pg_held",
+                                                                                          default=None)
+
+
+def _held() -> dict[tuple[str, str], Any]:
+    return _HELD.get() or {}
+
+
+def session_id_of(name: str) -> str:
+    """The session id a manager's path or a store location stands for."""
+    base = os.path.basename(name.rstrip("/"))
+    if "#" in name:
+        return name.rsplit("#", 1)[1]
+    match = paths.SESSION_FILE_RE.match(base)
+    if match:
+        return match.group(1)
+    return base[: -len(".jsonl")] if base.endswith(".jsonl") else base
+
+
+def store_factory(url: str | Database) -> Callable[[str], PgSessionStore]:
+    """`store_factory=` for SessionManager: every session it opens or creates lives in `url`."""
+    db = url if isinstance(url, Database) else database(url)
+
+    def factory(path: str) -> PgSessionStore:
+        return PgSessionStore(db, session_id_of(path))
+
+    return factory
 
 
 def clean_text(value: Any) -> str | None:
@@ -139,10 +173,10 @@ class PgSessionStore:
 
     @contextlib.contextmanager
     def _conn(self, *, writing: bool = False) -> Iterator[Any]:
-        held = _HELD.get(self._key)
-        if held is not None and held[0] == threading.get_ident():
+        held = _held().get(self._key)
+        if held is not None:
             try:
-                yield held[1]
+                yield held
             except psycopg.OperationalError as exc:
                 raise self.db.unavailable(exc, writing=writing, what=self.session_id) from exc
             return
@@ -152,8 +186,7 @@ class PgSessionStore:
     def _retrying(self) -> bool:
         """A pooled connection that fails is retried once on a fresh one (it may have been dropped
         while idle); inside a writer section the section's connection is the only one."""
-        held = _HELD.get(self._key)
-        return held is None or held[0] != threading.get_ident()
+        return self._key not in _held()
 
     def _fetch(self, sql: str, params: tuple[Any, ...], *, binary: bool = False, many: bool = False) -> Any:
         """Run one read-only statement (retried once if the connection fails)."""
@@ -394,8 +427,7 @@ class PgSessionStore:
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Tail | None]:
-        held = _HELD.get(self._key)
-        if held is not None and held[0] == threading.get_ident():
+        if self._key in _held():
             yield self.tail()
             return
         conn = self.db.connect()
@@ -411,17 +443,16 @@ class PgSessionStore:
         except BaseException:
             conn.close()
             raise
-        _HELD[self._key] = (threading.get_ident(), conn)
+        token = _HELD.set({**_held(), self._key: conn})
         try:
             yield self.tail()
         finally:
-            del _HELD[self._key]
+            _HELD.reset(token)
             self._unlock(conn)
 
     @contextlib.asynccontextmanager
     async def awriter(self) -> AsyncIterator[Tail | None]:
-        held = _HELD.get(self._key)
-        if held is not None and held[0] == threading.get_ident():
+        if self._key in _held():
             yield await asyncio.to_thread(self.tail)
             return
         conn = await asyncio.to_thread(self.db.connect)
@@ -437,9 +468,9 @@ class PgSessionStore:
         except BaseException:
             conn.close()
             raise
-        _HELD[self._key] = (threading.get_ident(), conn)
+        token = _HELD.set({**_held(), self._key: conn})
         try:
             yield self.tail()
         finally:
-            del _HELD[self._key]
+            _HELD.reset(token)
             self._unlock(conn)
