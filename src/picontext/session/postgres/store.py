@@ -209,29 +209,29 @@ class PgSessionStore:
         row = self._fetch("SELECT generation, next_seq FROM picontext_session WHERE id = %s", (self.session_id,))
         return None if row is None else Tail(row[0], row[1])
 
-    def _read(self, after: int) -> tuple[int, int, bool, bytes] | None:
-        """(generation, next_seq, ends_with_newline, lines from seq `after` joined by "\\n"), read
-        in one statement, so the lines and the tail are of the same moment."""
-        row = self._fetch(
-            "SELECT s.generation, s.next_seq, s.ends_with_newline,"
-            " (SELECT string_agg(e.line, '\\x0a'::bytea ORDER BY e.seq) FROM picontext_entry e"
-            "   WHERE e.session_id = s.id AND e.seq >= %s)"
-            " FROM picontext_session s WHERE s.id = %s",
-            (after, self.session_id), binary=True)
-        if row is None:
+    def _read(self, after: int) -> tuple[int, int, bool, list[bytes]] | None:
+        """(generation, next_seq, ends_with_newline, the lines from seq `after` on), read in one
+        statement, so the lines and the tail are of the same moment."""
+        rows = self._fetch(
+            "SELECT s.generation, s.next_seq, s.ends_with_newline, e.line FROM picontext_session s"
+            " LEFT JOIN picontext_entry e ON e.session_id = s.id AND e.seq >= %s"
+            " WHERE s.id = %s ORDER BY e.seq",
+            (after, self.session_id), binary=True, many=True)
+        if not rows:
             return None
-        return row[0], row[1], row[2], bytes(row[3] or b"")
+        generation, next_seq, ends_with_newline, _ = rows[0]
+        lines = [bytes(r[3]) for r in rows] if rows[0][3] is not None else []
+        return generation, next_seq, ends_with_newline, lines
 
     def load(self, *, lazy: bool = False) -> LoadResult:
         got = self._read(0)
         if got is None:
             return LoadResult()
-        generation, next_seq, ends_with_newline, data = got
-        lines = data.split(b"\n") if next_seq else []
-        size = len(data) + (1 if ends_with_newline and next_seq else 0)
-        if ends_with_newline:
-            lines.append(b"")
-        result = parse_session_bytes(lines or [b""], lazy=lazy)
+        generation, next_seq, ends_with_newline, lines = got
+        size = sum(map(len, lines)) + len(lines) - (0 if ends_with_newline or not lines else 1)
+        if ends_with_newline or not lines:
+            lines.append(b"")  # what splitting a file's bytes on "\n" leaves after the last newline
+        result = parse_session_bytes(lines, lazy=lazy)
         result.size = size
         result.tail = Tail(generation, next_seq)
         return result
@@ -240,15 +240,14 @@ class PgSessionStore:
         got = self._read(tail.offset)
         if got is None:
             return None
-        generation, next_seq, _ends, data = got
+        generation, next_seq, _ends, lines = got
         if generation != tail.generation or next_seq < tail.offset:
             return None
-        lines = data.split(b"\n") if next_seq > tail.offset else []
         result = LoadResult()
         (_parse_rest_lazily if lazy else _parse_full)(lines, 0, result)
         for skipped in result.skipped:  # numbered as lines of the whole log
             skipped.line += tail.offset
-        result.size = len(data) + (1 if lines else 0)
+        result.size = sum(map(len, lines)) + len(lines)
         result.tail = Tail(generation, next_seq)
         return result
 
@@ -285,10 +284,10 @@ class PgSessionStore:
         got = self._read(0)
         if got is None:
             return None
-        _generation, next_seq, ends_with_newline, data = got
-        if not next_seq:
+        _generation, _next_seq, ends_with_newline, lines = got
+        if not lines:
             return b""
-        return data + b"\n" if ends_with_newline else data
+        return b"\n".join(lines) + (b"\n" if ends_with_newline else b"")
 
     # ------------------------------------------------------------------ writing
 
@@ -336,7 +335,7 @@ class PgSessionStore:
             return False
         got = self._read(expect.offset)
         return got is not None and got[0] == expect.generation and got[1] == expect.offset + len(lines) \
-            and got[3] == b"\n".join(lines)
+            and got[3] == lines
 
     def create(self, file_entries: list[Any]) -> Tail:
         return self.create_lines(Batch.of_entries(file_entries), ends_with_newline=True)
