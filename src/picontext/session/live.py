@@ -49,6 +49,7 @@ class LiveProjection:
         self._view: EntryView | None = None
         self._path: list[int] = []
         self._path_ids: list[Any] = []  # id of each path entry (None when absent); list.index = first occurrence
+        self._path_id_set: set[Any] | None = None  # the same ids as a set, for on_path
         self._settings = ContextSettings()
         self._context: list[Entry] = []
         self._ctx_pos: dict[Hashable, list[int]] = {}
@@ -68,6 +69,7 @@ class LiveProjection:
         if UNSET in ids:
             ids = [None if key is UNSET else key for key in ids]  # an absent id compares like null
         self._path_ids = ids
+        self._path_id_set = None
         types = view.types_of(path)
         self._settings = self._settings_of(view, path, types)
         last_compaction = next((pos for pos in range(len(path) - 1, -1, -1) if types[pos] == "compaction"), None)
@@ -143,7 +145,10 @@ class LiveProjection:
         """Extend the path by `entry` (a child of the current leaf, at `index` in the view)."""
         position = len(self._path)
         self._path.append(index)
-        self._path_ids.append(field_of(entry, "id"))
+        entry_id = field_of(entry, "id")
+        self._path_ids.append(entry_id)
+        if self._path_id_set is not None and hashable(entry_id):
+            self._path_id_set.add(entry_id)
         self._settings.update(entry)
         kind = field_of(entry, "type")
         if kind == "compaction":
@@ -178,7 +183,11 @@ class LiveProjection:
         return self._path
 
     def on_path(self, entry_id: Any) -> bool:
-        return entry_id in self._path_ids
+        if not hashable(entry_id):
+            return entry_id in self._path_ids
+        if self._path_id_set is None:  # built on first use: most projections never ask
+            self._path_id_set = {i for i in self._path_ids if hashable(i)}
+        return entry_id in self._path_id_set
 
     @property
     def context_entries(self) -> list[Entry]:

@@ -92,6 +92,7 @@ class SessionManager:
         self._writer = SessionWriter(self._warn)
         self._leaf: LeafArg = None
         self._live = LiveProjection()
+        self._batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] | None = None  # see batch()
         if persist and self._session_dir:
             paths.ensure_dir(self._session_dir)
         with gc_paused():
@@ -415,8 +416,21 @@ class SessionManager:
 
     def _append_once(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Add to memory, persist, and undo the memory change if persisting fails."""
+        if self._batch is not None:
+            self._batch.append((entry, self._leaf, self._index.snapshot()))
+            self._add(entry)
+            return entry
         previous_leaf = self._leaf
         snapshot = self._index.snapshot()
+        self._add(entry)
+        try:
+            self._writer.persist([entry], self._index)
+        except BaseException:
+            self._undo([(entry, previous_leaf, snapshot)])
+            raise
+        return entry
+
+    def _add(self, entry: dict[str, Any]) -> None:
         live_was_valid = self._live.valid and self._leaf is not LAST and entry.get("parentId") == self._leaf
         position = self._index.add(entry)
         self._leaf = entry.get("id")
@@ -424,14 +438,50 @@ class SessionManager:
             self._live.append(entry, position)
         else:
             self._live.invalidate()
-        try:
-            self._writer.persist(entry, self._index)
-        except BaseException:
+
+    def _undo(self, added: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]]) -> None:
+        for _entry, previous_leaf, snapshot in reversed(added):
             self._index.undo_add(snapshot)
             self._leaf = previous_leaf
-            self._live.invalidate()
+        self._live.invalidate()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Appends inside the block are written together at its end, in one all-or-nothing write
+        (under one lock); if that write (or the block) fails, none of them stays in memory."""
+        if self._batch is not None:
+            yield
+            return
+        batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] = []
+        self._batch = batch
+        try:
+            yield
+        except BaseException:
+            self._batch = None
+            self._undo(batch)
             raise
-        return entry
+        self._batch = None
+        if not batch:
+            return
+        entries = [entry for entry, _leaf, _snapshot in batch]
+        try:
+            self._writer.persist(entries, self._index)
+        except StaleSessionError:
+            if self._writer.strict or self._writer.store is None:
+                self._undo(batch)
+                raise
+            self._undo(batch)
+            with self._writer.catching_up(self._index), self.batch():
+                for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
+                    self._append_once(entry)
+        except BaseException:
+            self._undo(batch)
+            raise
+
+    def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
+        """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""
+        with self.batch():
+            return [self.append_context_edit(target, replacement) for target, replacement in edits]
 
     def append_message(self, message: dict[str, Any]) -> str:
         entry = self._base("message")
