@@ -34,7 +34,11 @@ _INDEX_KEY = re.compile(r"0|[1-9][0-9]*")
 # index (`,"` and `{"` cannot occur inside a JSON string, where quotes are escaped), a float that
 # orjson writes with ".0" or an exponent, an integer of 16 or more digits. Inside strings the number
 # patterns can give false alarms, which only cost the exact encoder's time.
-_SUSPECT = re.compile(rb'[{,]"[0-9]+":|(?:\A|[:,\[])-?[0-9]+(?:\.[0-9]+)?(?:e|\.0(?:[,}\]]|\Z))|(?:\A|[:,\[])-?[0-9]{16}')
+_SUSPECT = re.compile(
+    rb'[{,]"[0-9]+":'  # a key that may be an array index
+    rb"|(?:\A|[:,\[])-?[0-9]+(?:\.[0-9]+)?(?:e|\.0(?:[,}\]]|\Z))"  # 1e16, 1e-6, 2.0
+    rb"|(?:\A|[:,\[])-?[0-9]{16}"  # beyond 2^53 (9007199254740992 has 16 digits)
+)
 
 
 class JsonLineError(ValueError):
@@ -51,6 +55,8 @@ def loads(data: bytes | memoryview | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    if isinstance(data, memoryview):
+        data = bytes(data)
     if isinstance(data, memoryview):
         data = bytes(data)
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes | bytearray) else data
