@@ -17,3 +17,11 @@ export function roundTrip(lines) {
 export function contextText(path) {
   return withLoadedCopy(path, (entries, byId, last) => JSON.stringify(buildSessionContext(entries, last, byId)));
 }
+
+// Append a user message to an existing session file the way Pi does (SessionManager.open + appendMessage).
+export async function piAppendUserMessage(path, text) {
+  const { SessionManager } = await import(
+    "../node_modules/@earendil-works/pi-coding-agent/dist/core/session-manager.js");
+  const sm = SessionManager.open(path);
+  return sm.appendMessage({ role: "user", content: text, timestamp: Date.now() });
+}
