@@ -21,7 +21,6 @@ Reading refuses anything that is not a regular file (FIFO, device, directory) be
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import errno
@@ -562,6 +561,8 @@ class JsonlSessionStore:
     async def awriter(self) -> AsyncIterator[Tail | None]:
         """`writer()` for asyncio: while another process holds the lock, the wait yields to the
         event loop (abort, RPC and timers keep running) instead of sleeping in it."""
+        import asyncio  # only the agent needs it: not imported by every CLI call
+
         if self._held():
             yield self.tail()
             return
