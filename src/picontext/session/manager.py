@@ -48,7 +48,7 @@ from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection
 from picontext.session.protocol import LoadResult, SessionStore
 from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
-from picontext.session.tree import TreeNode, build_tree, path_to
+from picontext.session.tree import BranchView, TreeNode, build_tree, path_to
 from picontext.session.writer import APP_NAME, SessionWriter
 
 Warn = Callable[[str], None]
@@ -315,6 +315,32 @@ class SessionManager:
             positions = path_to(self._index, start)
         entry = self._index.entry
         return [entry(i) for i in positions]
+
+    # The request path asks about the current branch many times per turn; these answer from the
+    # live projection and the index, without walking or parsing the branch.
+
+    def _has_branch(self) -> bool:
+        leaf = self.get_leaf_id()  # as get_branch(): no branch without a known leaf id
+        return bool(leaf) and leaf in self._index
+
+    def branch_view(self) -> BranchView:
+        """`get_branch()` as a lazy sequence (entries parsed only when looked at)."""
+        return BranchView(self._index, self._live_projection().path_positions if self._has_branch() else [])
+
+    def branch_position(self, entry_id: Any) -> int | None:
+        """Position of `entry_id` on the current branch (first occurrence), or None."""
+        if entry_id is None or not self._has_branch():
+            return None
+        return self._live_projection().path_position(entry_id)
+
+    def latest_compaction_position(self) -> int | None:
+        """Position of the newest compaction on the current branch, or None."""
+        return self._live_projection().last_compaction if self._has_branch() else None
+
+    def entries_after(self, entry_id: Any) -> list[Entry]:
+        """The current branch's entries after `entry_id` ([] when it is not on the branch)."""
+        position = self.branch_position(entry_id)
+        return [] if position is None else self.branch_view()[position + 1 :]
 
     def get_tree(self) -> list[TreeNode]:
         """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
