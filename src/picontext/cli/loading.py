@@ -8,10 +8,14 @@ from functools import cached_property
 from typing import Any
 
 from picontext.errors import PicontextError, SessionFormatError
+from picontext.session.index import EntryIndex
+from picontext.session.live import LiveProjection
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
-from picontext.session.projection import LAST, LeafArg, build_index
+from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
+from picontext.session.protocol import LoadResult
 from picontext.session.store import JsonlSessionStore
+from picontext.session.tree import path_to
 
 
 class SessionOpenError(PicontextError):
@@ -43,13 +47,35 @@ class LoadedSession:
         return leaf
 
 
+def project_file(path: str, leaf: str | None) -> SessionProjection:
+    """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
+    context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    result = _read(path, lazy=True)
+    migrate_to_current(result.entries)  # legacy files come back fully parsed
+    index = EntryIndex()
+    index.load(result.entries)
+    if leaf is not None and leaf not in index:
+        raise SessionOpenError(f"entry {leaf!r} not found in {path}")
+    live = LiveProjection()
+    live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
+    return live.projection()
+
+
 def load_session(path: str) -> LoadedSession:
     """Read a session file without modifying it; one-line errors for the CLI."""
+    result = _read(path, lazy=False)
+    file_entries = result.entries
+    migrate_to_current(file_entries)
+    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
+    return LoadedSession(path, file_entries, entries, build_index(entries))
+
+
+def _read(path: str, *, lazy: bool) -> LoadResult:
     store = JsonlSessionStore(path)
     if not store.exists():
         raise SessionOpenError(f"no such file: {path}")
     try:
-        result = store.load()  # refuses a directory, FIFO or device before opening it
+        result = store.load(lazy=lazy)  # refuses a directory, FIFO or device before opening it
     except SessionFormatError as exc:
         raise SessionOpenError(str(exc)) from None
     except OSError as exc:
@@ -59,7 +85,4 @@ def load_session(path: str) -> LoadedSession:
         raise SessionOpenError(f"not a session file ({why}): {path}")
     for line in result.warnings(path):
         print(f"picontext: warning: {line}", file=sys.stderr)
-    file_entries = result.entries
-    migrate_to_current(file_entries)
-    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-    return LoadedSession(path, file_entries, entries, build_index(entries))
+    return result
