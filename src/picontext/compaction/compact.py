@@ -68,7 +68,7 @@ def context_tokens(manager: Any) -> int:
 
     This is what the trigger (`should_compact`) and Pi's `tokensBefore` use.
     """
-    return int(estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())["tokens"])
+    return int(estimate_projected_context_tokens(manager.build_session_projection(), manager.branch_view())["tokens"])
 
 
 def estimated_tokens(manager: Any) -> int:

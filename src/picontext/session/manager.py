@@ -48,7 +48,7 @@ from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection
 from picontext.session.protocol import LoadResult, SessionStore
 from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
-from picontext.session.tree import TreeNode, build_tree, path_to
+from picontext.session.tree import BranchView, TreeNode, build_tree, path_to
 from picontext.session.writer import APP_NAME, SessionWriter
 
 Warn = Callable[[str], None]
@@ -92,6 +92,7 @@ class SessionManager:
         self._writer = SessionWriter(self._warn)
         self._leaf: LeafArg = None
         self._live = LiveProjection()
+        self._batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] | None = None  # see batch()
         if persist and self._session_dir:
             paths.ensure_dir(self._session_dir)
         with gc_paused():
@@ -315,6 +316,32 @@ class SessionManager:
         entry = self._index.entry
         return [entry(i) for i in positions]
 
+    # The request path asks about the current branch many times per turn; these answer from the
+    # live projection and the index, without walking or parsing the branch.
+
+    def _has_branch(self) -> bool:
+        leaf = self.get_leaf_id()  # as get_branch(): no branch without a known leaf id
+        return bool(leaf) and leaf in self._index
+
+    def branch_view(self) -> BranchView:
+        """`get_branch()` as a lazy sequence (entries parsed only when looked at)."""
+        return BranchView(self._index, self._live_projection().path_positions if self._has_branch() else [])
+
+    def branch_position(self, entry_id: Any) -> int | None:
+        """Position of `entry_id` on the current branch (first occurrence), or None."""
+        if entry_id is None or not self._has_branch():
+            return None
+        return self._live_projection().path_position(entry_id)
+
+    def latest_compaction_position(self) -> int | None:
+        """Position of the newest compaction on the current branch, or None."""
+        return self._live_projection().last_compaction if self._has_branch() else None
+
+    def entries_after(self, entry_id: Any) -> list[Entry]:
+        """The current branch's entries after `entry_id` ([] when it is not on the branch)."""
+        position = self.branch_position(entry_id)
+        return [] if position is None else self.branch_view()[position + 1 :]
+
     def get_tree(self) -> list[TreeNode]:
         """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
         return build_tree(self._index)
@@ -415,8 +442,21 @@ class SessionManager:
 
     def _append_once(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Add to memory, persist, and undo the memory change if persisting fails."""
+        if self._batch is not None:
+            self._batch.append((entry, self._leaf, self._index.snapshot()))
+            self._add(entry)
+            return entry
         previous_leaf = self._leaf
         snapshot = self._index.snapshot()
+        self._add(entry)
+        try:
+            self._writer.persist([entry], self._index)
+        except BaseException:
+            self._undo([(entry, previous_leaf, snapshot)])
+            raise
+        return entry
+
+    def _add(self, entry: dict[str, Any]) -> None:
         live_was_valid = self._live.valid and self._leaf is not LAST and entry.get("parentId") == self._leaf
         position = self._index.add(entry)
         self._leaf = entry.get("id")
@@ -424,14 +464,50 @@ class SessionManager:
             self._live.append(entry, position)
         else:
             self._live.invalidate()
-        try:
-            self._writer.persist(entry, self._index)
-        except BaseException:
+
+    def _undo(self, added: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]]) -> None:
+        for _entry, previous_leaf, snapshot in reversed(added):
             self._index.undo_add(snapshot)
             self._leaf = previous_leaf
-            self._live.invalidate()
+        self._live.invalidate()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Appends inside the block are written together at its end, in one all-or-nothing write
+        (under one lock); if that write (or the block) fails, none of them stays in memory."""
+        if self._batch is not None:
+            yield
+            return
+        batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] = []
+        self._batch = batch
+        try:
+            yield
+        except BaseException:
+            self._batch = None
+            self._undo(batch)
             raise
-        return entry
+        self._batch = None
+        if not batch:
+            return
+        entries = [entry for entry, _leaf, _snapshot in batch]
+        try:
+            self._writer.persist(entries, self._index)
+        except StaleSessionError:
+            if self._writer.strict or self._writer.store is None:
+                self._undo(batch)
+                raise
+            self._undo(batch)
+            with self._writer.catching_up(self._index), self.batch():
+                for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
+                    self._append_once(entry)
+        except BaseException:
+            self._undo(batch)
+            raise
+
+    def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
+        """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""
+        with self.batch():
+            return [self.append_context_edit(target, replacement) for target, replacement in edits]
 
     def append_message(self, message: dict[str, Any]) -> str:
         entry = self._base("message")

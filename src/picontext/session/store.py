@@ -21,7 +21,6 @@ Reading refuses anything that is not a regular file (FIFO, device, directory) be
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import errno
@@ -39,6 +38,7 @@ from picontext import _json
 from picontext._clock import js_date_ms
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.session import jsonl_index
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail
 
 __all__ = [
@@ -241,18 +241,22 @@ def _generation(st: os.stat_result) -> tuple[int, int]:
 
 
 def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
-    """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes)."""
+    """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes).
+
+    (Loading through the index cache was measured slower than decoding the heads of the lines
+    directly, see docs/performance.md, so loading always reads the file itself.)
+    """
     try:
         fd = _open_regular(path)
     except FileNotFoundError:
         return LoadResult()
     with open(fd, "rb") as f:
-        generation = _generation(os.fstat(fd))
+        st = os.fstat(fd)
         lines, size = _split_file(f)
     with gc_paused():
         result = parse_session_bytes(lines, lazy=lazy)
     result.size = size
-    result.tail = Tail(generation, size)
+    result.tail = Tail(_generation(st), size)
     return result
 
 
@@ -290,6 +294,37 @@ def read_appended(path: str, tail: Tail, *, lazy: bool = False) -> LoadResult | 
     result.size = len(data)
     result.tail = Tail(tail.generation, offset + len(data))
     return result
+
+
+def indexed_facts(path: str) -> ListingFacts | None:
+    """Listing facts through the index cache: when the file did not change since it was indexed,
+    only the index is read; otherwise the file is, and the index is extended (the file grew and
+    still starts with what was indexed) or rebuilt (anything else), and written back."""
+    real = os.path.realpath(path)
+    fd = _open_regular(path)
+    try:
+        st = os.fstat(fd)
+        data = jsonl_index.read_index(real)
+        if data is not None and (data.dev, data.ino, data.size, data.mtime_ns) == (
+            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+        ):
+            return jsonl_index.facts_of(data, st)
+        with open(fd, "rb", closefd=False) as f:
+            buffer = f.read()
+    finally:
+        os.close(fd)
+    hasher = None if data is None else jsonl_index.check_prefix(data, st, buffer)
+    if data is None or hasher is None:
+        data = jsonl_index.new_index(st)
+    before = (data.size, data.mtime_ns)
+    jsonl_index.extend(data, buffer, st, hasher)
+    if (data.size, data.mtime_ns) != before or data.size == 0:
+        jsonl_index.write_index(real, data)
+    rest = buffer[data.size :]
+    if rest.strip():  # an unterminated last line counts if it parses, as in a whole read
+        data = msgspec.structs.replace(data)
+        jsonl_index.add_line(data, rest)
+    return jsonl_index.facts_of(data, st)
 
 
 _CHUNK = 8 * 1024 * 1024
@@ -436,7 +471,11 @@ class JsonlSessionStore:
         return read_session_header(self.path)
 
     def facts(self) -> ListingFacts | None:
-        return scan_listing_facts(self.path)
+        """From the index cache when it is on (only the index is read when the file did not
+        change); otherwise by reading the file."""
+        if not jsonl_index.enabled():
+            return scan_listing_facts(self.path)
+        return indexed_facts(self.path)
 
     # ------------------------------------------------------------------ the writer section
 
@@ -522,6 +561,8 @@ class JsonlSessionStore:
     async def awriter(self) -> AsyncIterator[Tail | None]:
         """`writer()` for asyncio: while another process holds the lock, the wait yields to the
         event loop (abort, RPC and timers keep running) instead of sleeping in it."""
+        import asyncio  # only the agent needs it: not imported by every CLI call
+
         if self._held():
             yield self.tail()
             return

@@ -9,14 +9,15 @@ file, when it has no id).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, overload
 
 from picontext._clock import js_date_ms
 from picontext.session.index import EntryIndex, key_of
 from picontext.session.projection import Entry, LeafArg, field_of
 
-__all__ = ["TreeNode", "build_tree", "path_to"]
+__all__ = ["BranchView", "TreeNode", "build_tree", "path_to"]
 
 
 @dataclass(slots=True)
@@ -92,3 +93,33 @@ def build_tree(index: EntryIndex) -> list[TreeNode]:
 def _timestamp_key(node: TreeNode) -> float:
     ms = js_date_ms(field_of(node.entry, "timestamp"))
     return ms if ms == ms else 0.0
+
+
+class BranchView(Sequence[Entry]):
+    """The entries of a root-first path, parsed only when looked at (a request needs the last few,
+    not the whole branch materialised); `type_at` reads the index without parsing."""
+
+    def __init__(self, index: EntryIndex, positions: list[int]) -> None:
+        self._index = index
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, i: int) -> Entry: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Entry]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self._index.entry(p) for p in self._positions[i]]
+        return self._index.entry(self._positions[i])
+
+    def __iter__(self) -> Iterator[Entry]:
+        return (self._index.entry(p) for p in self._positions)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        return (self._index.entry(p) for p in reversed(self._positions))
+
+    def type_at(self, i: int) -> Any:
+        return self._index.type_of(self._positions[i])

@@ -53,21 +53,21 @@ class SessionWriter:
 
     # ------------------------------------------------------------------ writing
 
-    def persist(self, entry: dict[str, Any], index: EntryIndex) -> None:
-        """Persist `entry`, already added to `index`, by Pi's lazy-flush rule."""
+    def persist(self, entries: list[dict[str, Any]], index: EntryIndex) -> None:
+        """Persist `entries` (already added to `index`) all or none, by Pi's lazy-flush rule."""
         store = self.store
         if store is None:
             return
         if not index.has_assistant_message():
             if self.flushed:
-                self._write(store, [entry], index)
+                self._write(store, entries, index)
             return
         if not self.flushed:
             self.tail = store.create(index.file_entries)
             self.flushed = True
             self.pending_upgrade = None
         else:
-            self._write(store, [entry], index)
+            self._write(store, entries, index)
 
     def write_whole(self, index: EntryIndex) -> None:
         """Write the session as a new file now (used for a session that exists as a file)."""
