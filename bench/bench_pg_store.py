@@ -24,6 +24,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -155,6 +156,7 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
             lost += len(acked.get(sid, set()) - set(ids)) + (appends - len(set(counters)))
             forked += sum(1 for a, b in itertools.pairwise(entries) if b["parentId"] != a["id"])
             forked += sum(1 for e in entries[:1] if e["parentId"] is not None)
+    shutil.rmtree(workdir, ignore_errors=True)
     latencies.sort()
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
     return {"processes": procs, "sessions": procs * sessions, "appends_per_session": appends,

@@ -44,7 +44,7 @@ def test_print_mode_saves_to_and_continues_from_the_database(
     first = picontext(home, tmp_path, pg_url, "run", "-p", "create hello.txt", "--model", "scripted/m1")
     assert first.returncode == 0, first.stderr
     assert (tmp_path / "hello.txt").read_text() == "hi there"
-    assert not list((home / "sessions").rglob("*.jsonl")) if (home / "sessions").exists() else True
+    assert not (home / "sessions").exists() or not list((home / "sessions").rglob("*.jsonl"))
     [info] = list_sessions(database(pg_url), str(tmp_path))
     roles = [e["message"]["role"] for e in PgSessionStore(pg_url, info.id).load().entries if e["type"] == "message"]
     assert roles == ["system", "user", "assistant", "toolResult", "assistant"]
@@ -64,6 +64,22 @@ def test_print_mode_saves_to_and_continues_from_the_database(
     from_db = picontext(home, tmp_path, pg_url, "context", "--json", info.id)
     assert env_free.returncode == 0 and from_db.returncode == 0, from_db.stderr
     assert env_free.stdout == from_db.stdout
+
+
+def test_session_flag_takes_a_new_id_or_a_prefix(
+    server: ScriptedModelServer, home: Path, tmp_path: Path, pg_url: str
+) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(text("First."), text("Second."))
+    new = picontext(home, tmp_path, pg_url, "run", "--session", "team-run-42", "-p", "hi", "--model", "scripted/m1")
+    assert new.returncode == 0, new.stderr
+    assert PgSessionStore(pg_url, "team-run-42").exists()
+    again = picontext(home, tmp_path, pg_url, "run", "--session", "team-run", "-p", "more", "--model", "scripted/m1")
+    assert again.returncode == 0, again.stderr
+    roles = [e["message"]["role"] for e in PgSessionStore(pg_url, "team-run-42").load().entries
+             if e["type"] == "message"]
+    assert roles.count("user") == 2 and roles.count("assistant") == 2
+    assert not (home / "sessions").exists() or not list((home / "sessions").rglob("*.jsonl"))
 
 
 def test_mask_compaction_on_the_database_matches_the_file(home: Path, tmp_path: Path, pg_url: str) -> None:
