@@ -9,40 +9,19 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from picontext.errors import PicontextError
+from picontext.errors import PicontextError, SessionFormatError
+from picontext.session.index import EntryIndex
+from picontext.session.live import LiveProjection
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
-from picontext.session.projection import LAST, LeafArg, build_index
-from picontext.session.store import read_session_file
+from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
+from picontext.session.protocol import LoadResult
+from picontext.session.store import JsonlSessionStore
+from picontext.session.tree import path_to
 
 
 class SessionOpenError(PicontextError):
     pass
-
-
-@dataclass
-class LoadedSession:
-    path: str
-    file_entries: list[Any]  # header first, migrated in memory
-    entries: list[Any]  # non-header entries, file order
-    by_id: dict[Any, Any]
-
-    @property
-    def header(self) -> dict[str, Any]:
-        return self.file_entries[0]
-
-    @cached_property
-    def manager(self) -> SessionManager:
-        """An in-memory manager over the same entries (tree, labels, name); never writes.
-        Built only by the commands that need it."""
-        return SessionManager.in_memory(entries=self.file_entries, warn=lambda m: None)
-
-    def resolve_leaf(self, leaf: str | None) -> LeafArg:
-        if leaf is None:
-            return LAST
-        if leaf not in self.by_id:
-            raise SessionOpenError(f"entry {leaf!r} not found in {self.path}")
-        return leaf
 
 
 MAX_WARNINGS = 10
@@ -93,18 +72,81 @@ class CappedWarnings:
             print("picontext: warning: more warnings not shown", file=sys.stderr)
 
 
+@dataclass
+class LoadedSession:
+    path: str
+    file_entries: list[Any]  # header first, migrated in memory
+    entries: list[Any]  # non-header entries, file order
+    by_id: dict[Any, Any]
+
+    @property
+    def header(self) -> dict[str, Any]:
+        return self.file_entries[0]
+
+    @cached_property
+    def manager(self) -> SessionManager:
+        """An in-memory manager over the same entries (tree, labels, name); never writes.
+        Built only by the commands that need it."""
+        return SessionManager.in_memory(entries=self.file_entries, warn=lambda m: None)
+
+    def resolve_leaf(self, leaf: str | None) -> LeafArg:
+        if leaf is None:
+            return LAST
+        if leaf not in self.by_id:
+            raise SessionOpenError(f"entry {leaf!r} not found in {self.path}")
+        return leaf
+
+
+def project_file(path: str, leaf: str | None) -> SessionProjection:
+    """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
+    context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    path, result = _open(path, lazy=True)
+    migrate_to_current(result.entries)  # legacy files come back fully parsed
+    index = EntryIndex()
+    index.load(result.entries)
+    if leaf is not None and leaf not in index:
+        raise SessionOpenError(f"entry {leaf!r} not found in {path}")
+    live = LiveProjection()
+    live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
+    return live.projection()
+
+
 def load_session(path: str) -> LoadedSession:
-    """Read a session file without modifying it; one-line errors for the CLI."""
-    check_regular_file(path)
+    """Read a session file without modifying it; one-line errors for the CLI. With a session
+    database (`--store URL`), `path` is a session id or a unique prefix of one."""
+    path, result = _open(path, lazy=False)
+    file_entries = result.entries
+    migrate_to_current(file_entries)
+    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
+    return LoadedSession(path, file_entries, entries, build_index(entries))
+
+
+def _open(ref: str, *, lazy: bool) -> tuple[str, LoadResult]:
+    """(where the session is, what it holds): a file, or a session of the `--store` database."""
+    from picontext.cli.store_cmds import resolve, store_url
+
+    url = store_url()
+    if url is None:
+        return ref, _read(ref, lazy=lazy)
+    store = resolve(url, ref)
+    result = store.load(lazy=lazy)
+    if not result.valid:
+        raise SessionOpenError(f"not a session (its first record is not a session header): {store.location}")
+    print_warnings(result.warnings(store.location))
+    return store.location, result
+
+
+def _read(path: str, *, lazy: bool) -> LoadResult:
+    check_regular_file(path)  # names what it is (a FIFO, a device, a directory) in one line
+    store = JsonlSessionStore(path)
     try:
-        result = read_session_file(path)
+        result = store.load(lazy=lazy)  # refuses a directory, FIFO or device before opening it
+    except SessionFormatError as exc:
+        raise SessionOpenError(str(exc)) from None
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not result.valid:
         why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
         raise SessionOpenError(f"not a session file ({why}): {path}")
     print_warnings(result.warnings(path))
-    file_entries = result.entries
-    migrate_to_current(file_entries)
-    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-    return LoadedSession(path, file_entries, entries, build_index(entries))
+    return result

@@ -3,19 +3,17 @@
 It is also the one place where session text meets the terminal. Session files are untrusted
 input: a message can hold ESC sequences that set the window title or clear the screen, BEL, CR
 that overwrites a line, the 8-bit CSI (U+009B), or lone surrogates (JavaScript string slicing
-makes them) that the UTF-8 encoder refuses. `neutralize` makes all of these visible and harmless;
-`SafeConsole` applies it to the text rich prints (its own colour codes are left alone) and
-`safe_output` wraps stdout/stderr for everything written with `print`. JSON written to
+makes them) that the UTF-8 encoder refuses. `terminal.neutralize` makes all of these visible and
+harmless; `SafeConsole` applies it to the text rich prints (its own colour codes are left alone)
+and `terminal.safe_output` wraps stdout/stderr for everything written with `print`. JSON written to
 `sys.stdout.buffer` bypasses both and stays byte-exact.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
 import sys
-from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 from rich.console import Console
@@ -23,21 +21,7 @@ from rich.segment import Segment
 from rich.text import Text
 
 from picontext.ai.types import content_text
-
-# C0 controls but tab and newline, DEL, C1 controls (U+0080..U+009F, incl. the 8-bit CSI).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
-
-
-def neutralize(text: str) -> str:
-    """`text` safe for a terminal: control characters shown as `\\x1b`, lone surrogates as U+FFFD."""
-    if text.isascii() and text.isprintable():
-        return text
-    return _SURROGATE.sub("\ufffd", _CONTROL.sub(_escape, text))
+from picontext.cli.terminal import neutralize, raw
 
 
 class SafeConsole(Console):
@@ -48,43 +32,6 @@ class SafeConsole(Console):
             segment if segment.control else Segment(neutralize(segment.text), segment.style, segment.control)
             for segment in buffer
         )
-
-
-class SafeWriter:
-    """A text stream that neutralizes what is written to it; everything else (`buffer`,
-    `fileno`, `isatty`, `encoding`) is the wrapped stream's."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.raw_stream = stream
-
-    def write(self, text: str) -> int:
-        self.raw_stream.write(neutralize(text))
-        return len(text)
-
-    def writelines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.write(line)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.raw_stream, name)
-
-
-def raw(stream: Any) -> Any:
-    return stream.raw_stream if isinstance(stream, SafeWriter) else stream
-
-
-@contextlib.contextmanager
-def safe_output(stdout: bool = True) -> Iterator[None]:
-    """Neutralize text written to stderr (and to stdout when `stdout`) for the duration."""
-    saved = sys.stdout, sys.stderr
-    if stdout and not isinstance(sys.stdout, SafeWriter):
-        sys.stdout = SafeWriter(sys.stdout)
-    if not isinstance(sys.stderr, SafeWriter):
-        sys.stderr = SafeWriter(sys.stderr)
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
 
 
 def console() -> Console:
