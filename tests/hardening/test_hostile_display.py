@@ -81,6 +81,16 @@ def test_json_output_stays_exact(tmp_path: Path) -> None:
     assert json.loads(result.out)["messages"][0]["content"] == HOSTILE
 
 
+def test_sessions_lists_a_file_with_lone_surrogates(tmp_path: Path) -> None:
+    write_session(tmp_path / "sur.jsonl", [HEADER, entry("a", None, type="message", message=user("half \udc00"))])
+    for argv in (["sessions", "--all", "--dir", str(tmp_path)],
+                 ["sessions", "--all", "--json", "--dir", str(tmp_path)]):
+        for _ in range(2):  # the second listing reads the index cache the first one wrote (or not)
+            result = run_cli(*argv)
+            assert result.code == 0, result.err
+            assert "half" in result.out.decode()
+
+
 @pytest.mark.parametrize("argv", [["show"], ["tree"], ["context"], ["tokens"], ["dropped"]])
 def test_lone_surrogates_in_a_file_are_displayed(tmp_path: Path, argv: list[str]) -> None:
     path = write_session(tmp_path / "sur.jsonl", [

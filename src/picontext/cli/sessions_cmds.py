@@ -7,9 +7,9 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from rich.table import Table
 
+from picontext import _json
 from picontext.cli import render
 from picontext.session.listing import list_all_sessions, list_sessions
 
@@ -53,7 +53,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         rows = [{"path": i.path, "id": i.id, "cwd": i.cwd, "name": i.name, "entries": i.entry_count,
                  "messages": i.message_count, "size": i.size, "modified": i.modified.isoformat(),
                  "firstMessage": i.first_message} for i in infos]
-        print(orjson.dumps(rows).decode())
+        print(_json.dumps(rows).decode())  # lone surrogates escaped as JSON.stringify does (orjson refuses them)
         return 0
     out = render.console()
     if not infos:

@@ -98,12 +98,16 @@ def read_index(real_path: str) -> IndexData | None:
 def write_index(real_path: str, data: IndexData) -> None:
     """Atomically (tmp + rename); any failure only costs speed next time."""
     target = index_path(real_path)
+    try:
+        encoded = _encoder.encode(data)
+    except (ValueError, TypeError):  # e.g. a first message with a lone surrogate: no index, same answer
+        return
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:
-                f.write(_encoder.encode(data))
+                f.write(encoded)
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(FileNotFoundError):
