@@ -61,6 +61,11 @@ def project_file(path: str, leaf: str | None) -> SessionProjection:
     return live.projection()
 
 
+def check_session(path: str) -> None:
+    """The one-line errors (and warnings) of `load_session`, parsing only the lines' heads."""
+    _read(path, lazy=True)
+
+
 def load_session(path: str) -> LoadedSession:
     """Read a session file without modifying it; one-line errors for the CLI."""
     result = _read(path, lazy=False)
