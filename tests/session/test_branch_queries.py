@@ -37,6 +37,10 @@ def _check(sm: SessionManager) -> None:
         assert sm.branch_position(entry["id"]) == i
         assert sm.entries_after(entry["id"]) == branch[i + 1 :]
     assert sm.branch_position("not-an-id") is None and sm.entries_after("not-an-id") == []
+    projected = sm.build_session_projection().entries
+    for entry in branch:
+        expected = any(item.source_entry.get("id") == entry["id"] and item.messages for item in projected)
+        assert sm.contributes_to_context(entry["id"]) == expected
 
 
 def test_answers_equal_get_branch(tmp_path: Path) -> None:

@@ -148,10 +148,7 @@ class CompactionRuntime:
     def _is_projected(self, entry_id: str | None) -> bool:
         if entry_id is None:
             return True
-        return any(
-            field_of(item.source_entry, "id") == entry_id and item.messages
-            for item in self.s.manager.build_session_projection().entries
-        )
+        return self.s.manager.contributes_to_context(entry_id)  # type: ignore[no-any-return]
 
     # -- check A -------------------------------------------------------------------------------
 

@@ -201,6 +201,12 @@ class LiveProjection:
             self._path_pos = positions
         return self._path_pos.get(entry_id)
 
+    def contributes(self, entry_id: Any) -> bool:
+        """Whether an entry with `entry_id` is in the context and projects to some message."""
+        if not hashable(entry_id):
+            return any(field_of(p.source_entry, "id") == entry_id and p.messages for p in self._projected)
+        return any(self._projected[i].messages for i in self._ctx_pos.get(entry_id, ()))
+
     def on_path(self, entry_id: Any) -> bool:
         if not hashable(entry_id):
             return entry_id in self._path_ids

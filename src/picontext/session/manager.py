@@ -337,6 +337,10 @@ class SessionManager:
         """Position of the newest compaction on the current branch, or None."""
         return self._live_projection().last_compaction if self._has_branch() else None
 
+    def contributes_to_context(self, entry_id: Any) -> bool:
+        """Whether the entry `entry_id` is in the current context and projects to a message."""
+        return self._live_projection().contributes(entry_id)
+
     def entries_after(self, entry_id: Any) -> list[Entry]:
         """The current branch's entries after `entry_id` ([] when it is not on the branch)."""
         position = self.branch_position(entry_id)
