@@ -50,7 +50,7 @@ class LoadedSession:
 def project_file(path: str, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
-    result = _read(path, lazy=True)
+    path, result = _open(path, lazy=True)
     migrate_to_current(result.entries)  # legacy files come back fully parsed
     index = EntryIndex()
     index.load(result.entries)
@@ -63,16 +63,33 @@ def project_file(path: str, leaf: str | None) -> SessionProjection:
 
 def check_session(path: str) -> None:
     """The one-line errors (and warnings) of `load_session`, parsing only the lines' heads."""
-    _read(path, lazy=True)
+    _open(path, lazy=True)
 
 
 def load_session(path: str) -> LoadedSession:
-    """Read a session file without modifying it; one-line errors for the CLI."""
-    result = _read(path, lazy=False)
+    """Read a session file without modifying it; one-line errors for the CLI. With a session
+    database (`--store URL`), `path` is a session id or a unique prefix of one."""
+    path, result = _open(path, lazy=False)
     file_entries = result.entries
     migrate_to_current(file_entries)
     entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
     return LoadedSession(path, file_entries, entries, build_index(entries))
+
+
+def _open(ref: str, *, lazy: bool) -> tuple[str, LoadResult]:
+    """(where the session is, what it holds): a file, or a session of the `--store` database."""
+    from picontext.cli.store_cmds import resolve, store_url
+
+    url = store_url()
+    if url is None:
+        return ref, _read(ref, lazy=lazy)
+    store = resolve(url, ref)
+    result = store.load(lazy=lazy)
+    if not result.valid:
+        raise SessionOpenError(f"not a session (its first record is not a session header): {store.location}")
+    for line in result.warnings(store.location):
+        print(f"picontext: warning: {line}", file=sys.stderr)
+    return store.location, result
 
 
 def _read(path: str, *, lazy: bool) -> LoadResult:

@@ -21,7 +21,7 @@ class CliError(Exception):
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
     "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds",
+    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
 )
 
 
@@ -31,7 +31,7 @@ COMMAND_OWNERS = {
     "context": "inspect_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
     "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
     "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
-    "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds",
+    "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
 }
 
 
@@ -59,7 +59,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    from picontext.cli.store_cmds import apply_store_flag
+
+    # `--store URL` is valid everywhere on the command line
+    arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
     owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
     if owner is not None and importlib.util.find_spec(f"picontext.cli.{owner}") is None:
         owner = None
