@@ -111,6 +111,11 @@ def project_file(path: str, leaf: str | None) -> SessionProjection:
     return live.projection()
 
 
+def check_session(path: str) -> None:
+    """The one-line errors (and warnings) of `load_session`, parsing only the lines' heads."""
+    _open(path, lazy=True)
+
+
 def load_session(path: str) -> LoadedSession:
     """Read a session file without modifying it; one-line errors for the CLI. With a session
     database (`--store URL`), `path` is a session id or a unique prefix of one."""

@@ -278,10 +278,11 @@ def estimate_context_tokens(messages: Sequence[Any]) -> ContextUsageEstimate:
 
 
 def _source_of_message(projection: Any, message_index: int) -> Any:
-    seen = 0
-    for item in projection.entries:
-        seen += len(item.messages)
-        if message_index < seen:
+    # From the end: the usage anchor is almost always one of the last messages.
+    start = len(projection.messages)
+    for item in reversed(projection.entries):
+        start -= len(item.messages)
+        if message_index >= start:
             return item.source_entry
     return None
 

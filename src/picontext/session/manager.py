@@ -338,6 +338,14 @@ class SessionManager:
         """Position of the newest compaction on the current branch, or None."""
         return self._live_projection().last_compaction if self._has_branch() else None
 
+    def context_has_edits(self) -> bool:
+        """Whether a context_edit entry is among the current context entries."""
+        return self._live_projection().edit_count > 0
+
+    def contributes_to_context(self, entry_id: Any) -> bool:
+        """Whether the entry `entry_id` is in the current context and projects to a message."""
+        return self._live_projection().contributes(entry_id)
+
     def entries_after(self, entry_id: Any) -> list[Entry]:
         """The current branch's entries after `entry_id` ([] when it is not on the branch)."""
         position = self.branch_position(entry_id)

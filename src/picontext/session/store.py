@@ -452,7 +452,7 @@ class JsonlSessionStore:
         return self.path
 
     def exists(self) -> bool:
-        return os.path.lexists(self.path)
+        return os.path.exists(self.path)
 
     def tail(self) -> Tail | None:
         try:
