@@ -127,10 +127,10 @@ class CompactionRuntime:
     # request path walks or parses the whole branch.
 
     def _branch_position(self, entry_id: str | None) -> int | None:
-        return self.s.manager.branch_position(entry_id)  # type: ignore[no-any-return]
+        return self.s.manager.branch_position(entry_id)
 
     def _latest_compaction_position(self) -> int | None:
-        return self.s.manager.latest_compaction_position()  # type: ignore[no-any-return]
+        return self.s.manager.latest_compaction_position()
 
     def _is_stale(self, message: Any) -> bool:
         """Gate G3 by journal order: the message's entry comes before the latest compaction."""
@@ -148,7 +148,7 @@ class CompactionRuntime:
     def _is_projected(self, entry_id: str | None) -> bool:
         if entry_id is None:
             return True
-        return self.s.manager.contributes_to_context(entry_id)  # type: ignore[no-any-return]
+        return self.s.manager.contributes_to_context(entry_id)
 
     # -- check A -------------------------------------------------------------------------------
 

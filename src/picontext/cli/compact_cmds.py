@@ -77,8 +77,9 @@ def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
     settings = settings_for(session.header.get("cwd"))
     if args.strategy == "mask":
         projection = build_session_projection(session.entries, leaf, session.by_id)
-        masks = [{"targetId": m.target_id, "originalChars": m.original_chars, "tokensSaved": m.tokens_saved,
-                  "placeholder": m.placeholder} for m in plan_masks(projection, settings.keep_recent_tokens)]
+        masks: list[dict[str, Any]] = [
+            {"targetId": m.target_id, "originalChars": m.original_chars, "tokensSaved": m.tokens_saved,
+             "placeholder": m.placeholder} for m in plan_masks(projection, settings.keep_recent_tokens)]
         if args.json:
             _write_json(masks)
         else:

@@ -195,7 +195,7 @@ class LiveProjection:
     def path_position(self, entry_id: Any) -> int | None:
         """Position on the path of the first entry with `entry_id` (as Pi finds entries by id)."""
         if not hashable(entry_id):
-            return self._first_position(entry_id, None)  # type: ignore[no-any-return]
+            return self._first_position(entry_id, None)
         if self._path_pos is None:
             positions: dict[Any, int] = {}
             for position, key in enumerate(self._path_ids):

@@ -19,6 +19,7 @@ Usage:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import re
@@ -428,7 +429,7 @@ class SessionManager:
             candidate = self._ids.entry_id()
             if candidate not in self._index:
                 return candidate
-        return self._ids.full_id()  # type: ignore[attr-defined, no-any-return]
+        return self._ids.session_id()  # a full UUID, as Pi falls back to randomUUID()
 
     def _now_iso(self) -> str:
         return iso_from_ms(self._clock.now_ms())
@@ -667,7 +668,7 @@ class SessionManager:
         return list_sessions(cwd, session_dir)
 
     @staticmethod
-    def list_all(session_dir: str | None = None) -> list[Any]:
+    def list_all(session_dir: str | None = None) -> builtins.list[Any]:
         from picontext.session.listing import list_all_sessions
 
         return list_all_sessions(session_dir)
