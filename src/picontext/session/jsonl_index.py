@@ -98,7 +98,8 @@ def read_index(real_path: str) -> IndexData | None:
 def write_index(real_path: str, data: IndexData) -> None:
     """Atomically (tmp + rename); any failure only costs speed next time."""
     target = index_path(real_path)
-    with contextlib.suppress(OSError):
+    # UnicodeEncodeError: a name or first message with a lone surrogate (valid in a session file)
+    with contextlib.suppress(OSError, UnicodeEncodeError):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{os.getpid()}.tmp"
         try:
