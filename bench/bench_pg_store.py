@@ -221,6 +221,7 @@ def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
             turns.append(time.perf_counter() - t)
         out[f"{name}_per_turn_ms_median"] = round(statistics.median(turns) * 1000, 2)
     assert store.exists()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return out
 
 
