@@ -102,7 +102,8 @@ def write_index(real_path: str, data: IndexData) -> None:
     except (UnicodeEncodeError, msgspec.EncodeError):
         return  # e.g. a lone surrogate in the first message: msgpack cannot hold it; no index then
     target = index_path(real_path)
-    with contextlib.suppress(OSError):
+    # UnicodeEncodeError: a name or first message with a lone surrogate (valid in a session file)
+    with contextlib.suppress(OSError, UnicodeEncodeError):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{os.getpid()}.tmp"
         try:
