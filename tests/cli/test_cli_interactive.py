@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,20 +29,22 @@ pytestmark = pytest.mark.skipif(
 
 
 class Terminal:
-    """A tmux session of 120x40 running one command."""
+    """A tmux session of 120x40 running one command, on its own tmux server (socket), so that one
+    terminal closing never races another one opening."""
 
     def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
         self.name = f"picontext-test-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         shell = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXITED-$?; sleep 30"
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "120", "-y", "40", shell], check=True)
+        subprocess.run(["tmux", "-L", self.name, "new-session", "-d", "-s", self.name, "-x", "120", "-y", "40", shell],
+                       check=True)
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-200", "-t", self.name],
+        return subprocess.run(["tmux", "-L", self.name, "capture-pane", "-p", "-J", "-S", "-200", "-t", self.name],
                               capture_output=True, text=True, check=True).stdout
 
     def send(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run(["tmux", "-L", self.name, "send-keys", "-t", self.name, *keys], check=True)
 
     def type(self, line: str) -> None:
         self.send("-l", line)
@@ -56,7 +60,7 @@ class Terminal:
         raise AssertionError(f"{needle!r} not on the screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
 
 
 @pytest.fixture
@@ -90,8 +94,13 @@ def test_chat_prompt_footer_compact_tree_quit(server: ScriptedModelServer, tmp_p
         assert (tmp_path / "notes.md").read_text() == "# Notes\n"
 
         term.type("/compact")
-        screen = term.wait_for("?/200k (auto)")
-        assert "Context compacted (manual)" in screen
+        screen = term.wait_for("Context compacted (manual)")
+        # the footer shows the estimate of the compacted context, not "?", until a reply reports usage
+        screen = term.wait_for("── scripted/m1  ~")
+        assert re.search(r"── scripted/m1  ~\d+\.\d%/200k \(auto\)", screen)
+        term.send("C-o")  # the summary can be opened
+        term.wait_for("── compaction summary ──")
+        term.wait_for("Keep notes in notes.md.")
 
         term.type("/tree")
         screen = term.wait_for("Go to entry #")
@@ -118,3 +127,155 @@ def test_chat_needs_a_terminal(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "picontext", "chat", "--no-session"], capture_output=True,
                             text=True, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=60)
     assert result.returncode == 2 and "needs a terminal" in result.stderr
+
+
+# -- getting in and out, sessions by id, the conversation redrawn --------------------------------
+
+
+def chat_home(server: ScriptedModelServer, settings: dict[str, object] | None = None) -> tuple[Path, dict[str, str]]:
+    home = Path(os.environ["PICONTEXT_DIR"])
+    provider = {"baseUrl": server.url + "/v1", "api": "openai-completions", "apiKey": "k",
+                "models": [{"id": "m1", "contextWindow": 200_000}, {"id": "m2", "contextWindow": 100_000}]}
+    (home / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
+    (home / "settings.json").write_text(json.dumps({"defaultProvider": "scripted", "defaultModel": "m1",
+                                                    **(settings or {})}))
+    env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    return home, env
+
+
+PICONTEXT = f"{shlex.quote(sys.executable)} -m picontext"
+
+
+def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: ScriptedModelServer,
+                                                                     tmp_path: Path) -> None:
+    home, env = chat_home(server)
+    server.expect(text("I fixed the off-by-one in app.py."), text("Still fixed."))
+    term = Terminal(f'{PICONTEXT} "fix the bug in app.py"', tmp_path, env)
+    try:
+        screen = term.wait_for("── scripted/m1")
+        assert "> fix the bug in app.py" in screen and "I fixed the off-by-one in app.py." in screen
+        term.type("/help")
+        screen = term.wait_for("/exit")
+        assert "/new" in screen and "/resume" in screen and "Esc aborts" in screen
+        term.send("C-c")
+        term.wait_for("Press Ctrl+C again to exit")
+        term.send("C-c")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
+    [path] = list((home / "sessions").rglob("*.jsonl"))
+    session_id = json.loads(path.read_text().splitlines()[0])["id"]
+    assert server.requests[0].json["messages"][-1]["content"] == [{"type": "text", "text": "fix the bug in app.py"}]
+
+    # -c redraws the conversation so far
+    term = Terminal(f"{PICONTEXT} -c", tmp_path, env)
+    try:
+        screen = term.wait_for("── end of the conversation so far ──")
+        assert "> fix the bug in app.py" in screen and "I fixed the off-by-one in app.py." in screen
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
+
+    # a session id prefix works for --session and -r (and opens the same file: no new file appears)
+    for flag in ("--session", "-r"):
+        term = Terminal(f"{PICONTEXT} {flag} {session_id[:13]}", tmp_path, env)
+        try:
+            screen = term.wait_for("── end of the conversation so far ──")
+            assert "I fixed the off-by-one in app.py." in screen
+            if flag == "-r":
+                term.type("and now?")
+                term.wait_for("Still fixed.")
+            term.type("/exit")
+            term.wait_for("EXITED-0")
+        finally:
+            term.close()
+    assert list((home / "sessions").rglob("*.jsonl")) == [path]
+    assert "Still fixed." in path.read_text()
+
+
+def test_unknown_session_id_is_an_error_not_a_new_file(tmp_path: Path) -> None:
+    home = Path(os.environ["PICONTEXT_DIR"])
+    result = subprocess.run([sys.executable, "-m", "picontext", "-p", "hi", "--session", "01a22be0-643d"],
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=60,
+                            env={**os.environ, "PICONTEXT_DIR": str(home)})
+    assert result.returncode == 2
+    assert "no session with id '01a22be0-643d'" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- while the model works ----------------------------------------------------------------------
+
+
+def test_typing_during_a_reply_queues_it_and_esc_aborts_once(server: ScriptedModelServer, tmp_path: Path) -> None:
+    _, env = chat_home(server)
+    hold = threading.Event()
+    story = threading.Event()
+    server.expect(
+        reply(text("Writing the file now."), tool_call("write", {"path": "a.txt", "content": "A\n"}))
+        .hold_after(3, hold),
+        text("Done, and I added the title you asked for."),
+        reply(text("Once upon a time there was a very long story that never ends")).hold_after(4, story),
+    )
+    term = Terminal(f"{PICONTEXT}", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("write a.txt")
+        term.wait_for("Writing")
+        term.send("-l", "also add a title")  # typed while the reply streams: not echoed into it
+        term.wait_for("✎ also add a title")
+        term.send("Enter")
+        term.wait_for("queued steering message")
+        hold.set()
+        screen = term.wait_for("Done, and I added the title you asked for.")
+        assert "> also add a title" in screen
+        steered = server.requests[1].json["messages"]
+        assert steered[-1] == {"role": "user", "content": [{"type": "text", "text": "also add a title"}]}
+        term.wait_for("── scripted/m1")
+
+        term.type("tell me a story")
+        term.wait_for("Once upon")
+        term.send("Escape")
+        screen = term.wait_for("(aborted)")
+        story.set()
+        screen = term.wait_for("── scripted/m1", timeout=20)
+        assert screen.count("Once upon") == 1  # the partial reply printed once
+        assert "also add a title" not in screen.split("tell me a story")[1]
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        story.set()
+        hold.set()
+        term.close()
+
+
+def test_tool_output_keeps_lines_collapsed_ctrl_o_expands_and_edits_show_a_diff(server: ScriptedModelServer,
+                                                                               tmp_path: Path) -> None:
+    _, env = chat_home(server)
+    (tmp_path / "app.py").write_text("def f():\n    return 1\n")
+    server.expect(
+        tool_call("bash", {"command": "seq 1 10"}),
+        tool_call("edit", {"path": "app.py", "oldText": "    return 1", "newText": "    return 2"}),
+        text("Counted and fixed."),
+    )
+    term = Terminal(f"{PICONTEXT}", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("count then fix")
+        screen = term.wait_for("Counted and fixed.")
+        lines = screen.splitlines()
+        first = next(i for i, line in enumerate(lines) if "✓ 1" in line)
+        assert [line.strip() for line in lines[first + 1:first + 4]] == ["2", "3", "4"]
+        assert "… +6 lines (Ctrl+O to expand)" in screen
+        assert "-    return 1" in screen and "+    return 2" in screen
+        term.wait_for("── scripted/m1")
+        term.send("C-o")
+        screen = term.wait_for("── output of bash (10 lines) ──")
+        after = screen.split("── output of bash (10 lines) ──")[1]
+        assert [line.strip() for line in after.strip().splitlines()[:10]] == [str(n) for n in range(1, 11)]
+        term.send("C-u")
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
+    assert (tmp_path / "app.py").read_text() == "def f():\n    return 2\n"

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 import sys
 from typing import Any
 
@@ -29,20 +30,40 @@ _UNREACHABLE = ("Connection error", "Network error", "Request timed out")
 
 def register(sub: Any) -> None:
     p = sub.add_parser("run", help="run the agent once on a prompt and print the reply (print mode)")
-    p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt")
+    p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", nargs="?", const="",
+                   help="the prompt (without a value: read it from stdin)")
     p.add_argument("message", nargs="*", help="the prompt, if -p is not given")
     p.add_argument("--mode", choices=("text", "json"), default="text", help="text: the reply; json: one event per line")
     add_session_flags(p)
     p.set_defaults(handler=cmd_run)
 
 
+def piped_input() -> str:
+    """What was piped or redirected into stdin ("" for a terminal, /dev/null or a closed stdin).
+
+    Only a pipe or a regular file is read: an inherited terminal or character device never
+    blocks print mode waiting for input nobody will type."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return ""
+    return sys.stdin.read()
+
+
 def _prompt_text(args: argparse.Namespace) -> str:
+    """-p PROMPT (or the words after `run`), with piped input joined in: `cat notes.md | picontext
+    -p "summarize"` sends the file and then the instruction; `echo question | picontext -p` sends
+    the piped text alone."""
     text = getattr(args, "prompt", None)
-    text = text if text is not None else " ".join(getattr(args, "message", None) or [])
-    if not text.strip() and not sys.stdin.isatty():
-        text = sys.stdin.read()
+    words = " ".join(getattr(args, "message", None) or [])
+    text = " ".join(t for t in (text, words) if t)
+    piped = piped_input()
+    if piped.strip():
+        text = f"{piped.rstrip()}\n\n{text}" if text.strip() else piped
     if not text.strip():
-        raise CliError('No prompt: use picontext run -p "your prompt"')
+        raise CliError('No prompt: use picontext -p "your prompt" (or pipe it: echo "question" | picontext -p)')
     return text
 
 

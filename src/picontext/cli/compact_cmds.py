@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.loading import load_session
+from picontext.cli.loading import add_file_argument, load_session
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
@@ -29,7 +29,7 @@ from picontext.session.projection import build_session_path, build_session_proje
 
 def register(sub: Any) -> None:
     p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)")
-    p.add_argument("file")
+    add_file_argument(p)
     p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
     p.add_argument("--model", help="summarizing model as provider/id (needed by the summary strategies)")
     p.add_argument("--instructions", help="extra focus for the summary")
@@ -124,7 +124,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.strategy != "mask" and model_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
     completion = _completion(model_ref)
-    load_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
+    args.file = load_session(args.file).path  # one-line errors before anything is opened for writing
     manager = SessionManager.open(args.file)
     if args.leaf is not None and manager.get_entry(args.leaf) is None:
         raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")

@@ -233,6 +233,7 @@ async def run_demo(directory: str | None, delay: float, console: Console | None 
             f"{(WINDOW - COMPACTION['reserveTokens']) // 1000}k) works in {project}", style="dim"))
         task = "Build a word-statistics module with tests, try it on a generated corpus, then add a command line."
         console.print(Text(f"> {task}", style="bold cyan"))
+        view.start()
         if automatic:
             await session.prompt(task)
         else:  # a runtime without automatic compaction: compact by hand between two prompts

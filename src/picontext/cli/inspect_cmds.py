@@ -11,29 +11,29 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, load_session
+from picontext.cli.loading import LoadedSession, add_file_argument, load_session
 from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("context", help="what the model sees for a leaf (exactly Pi's buildSessionContext)")
-    p.add_argument("file")
+    add_file_argument(p)
     p.add_argument("--leaf", help="entry id to project from (default: the file's last entry)")
     p.add_argument("--json", action="store_true", help="print {messages, thinkingLevel, model} as JSON")
     p.set_defaults(handler=cmd_context)
 
     p = sub.add_parser("show", help="readable transcript of a branch, marking compacted and edited entries")
-    p.add_argument("file")
+    add_file_argument(p)
     p.add_argument("--leaf", help="entry id to show the branch of (default: the file's last entry)")
     p.add_argument("--width", type=int, default=110)
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("tree", help="the entry tree: branches, current leaf, labels, compactions, edits")
-    p.add_argument("file")
+    add_file_argument(p)
     p.set_defaults(handler=cmd_tree)
 
     p = sub.add_parser("stats", help="entries by type, tokens and cost")
-    p.add_argument("file")
+    add_file_argument(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_stats)
 

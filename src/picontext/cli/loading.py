@@ -9,10 +9,12 @@ from functools import cached_property
 from typing import Any
 
 from picontext.errors import PicontextError
+from picontext.session import paths
+from picontext.session.listing import find_most_recent_session
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import LAST, LeafArg, build_index
-from picontext.session.store import read_session_file
+from picontext.session.store import read_session_file, read_session_header
 
 
 class SessionOpenError(PicontextError):
@@ -44,8 +46,18 @@ class LoadedSession:
         return leaf
 
 
-def load_session(path: str) -> LoadedSession:
-    """Read a session file without modifying it; one-line errors for the CLI."""
+FILE_HELP = ("session file, session id or unique id prefix (default: the latest session of the current "
+             "directory)")
+
+
+def add_file_argument(parser: Any) -> None:
+    parser.add_argument("file", nargs="?", metavar="SESSION", help=FILE_HELP)
+
+
+def load_session(ref: str | None) -> LoadedSession:
+    """Read a session file without modifying it; one-line errors for the CLI. `ref` is a path, a
+    session id (prefix) or None for the latest session of the current directory."""
+    path = session_path(ref, os.getcwd())
     if not os.path.exists(path):
         raise SessionOpenError(f"no such file: {path}")
     if os.path.isdir(path):
@@ -63,3 +75,63 @@ def load_session(path: str) -> LoadedSession:
     migrate_to_current(file_entries)
     entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
     return LoadedSession(path, file_entries, entries, build_index(entries))
+
+
+def _session_files(directory: str) -> list[str]:
+    try:
+        return [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".jsonl")]
+    except OSError:
+        return []
+
+
+def _ids_matching(files: list[str], prefix: str) -> dict[str, str]:
+    """{path: id} of the session files whose header id starts with `prefix`."""
+    found: dict[str, str] = {}
+    for path in files:
+        try:
+            header = read_session_header(path)
+        except OSError:
+            continue
+        session_id = header.get("id") if isinstance(header, dict) else None
+        if isinstance(session_id, str) and session_id.lower().startswith(prefix.lower()):
+            found[path] = session_id
+    return found
+
+
+def latest_session(cwd: str) -> str:
+    """The most recently active session of `cwd` (what inspection commands use without a FILE)."""
+    path = find_most_recent_session(paths.default_session_dir(cwd), cwd)
+    if path is None:
+        raise SessionOpenError(f"no sessions for {cwd}: give a session file or id (`picontext sessions --all`)")
+    return path
+
+
+def session_path(ref: str | None, cwd: str, *, create: bool = False) -> str:
+    """A session file from what the user typed: a path, a session id, or a unique id prefix.
+
+    An existing file wins. A word without a path separator or `.jsonl` is an id (prefix), looked
+    up first among the sessions of `cwd`, then among every project's. With `create`, a path that
+    does not exist yet is returned as is (a new session file); an id never creates a file."""
+    if ref is None:
+        return latest_session(cwd)
+    if os.path.exists(ref):
+        return ref
+    if os.sep in ref or ref.endswith(".jsonl"):
+        if create:
+            return ref
+        raise SessionOpenError(f"no such file: {ref}")
+    matches = _ids_matching(_session_files(paths.default_session_dir(cwd)), ref)
+    if not matches:
+        root = paths.sessions_root()
+        try:
+            dirs = [os.path.join(root, d) for d in os.listdir(root)]
+        except OSError:
+            dirs = []
+        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d)], ref)
+    if len(set(matches.values())) > 1:
+        shown = ", ".join(sorted(set(matches.values()))[:5])
+        raise SessionOpenError(f"session id prefix {ref!r} is ambiguous: {shown}")
+    if not matches:
+        hint = " (to create a new session file, give a path such as ./name.jsonl)" if create else ""
+        raise SessionOpenError(f"no session with id {ref!r} and no such file{hint}")
+    return max(matches, key=os.path.getmtime)

@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         "to inspect, project and compact. Without a command: interactive chat (or print mode with -p).",
     )
     parser.add_argument("--version", action="version", version=f"picontext {__version__}")
-    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", default=argparse.SUPPRESS,
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", default=argparse.SUPPRESS, nargs="?",
+                        const="",
                         help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
     parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
                         help="print mode output: text (the reply) or json (one event per line)")
@@ -46,9 +47,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Top-level options that take a value (the token after them is not a prompt or a command name).
+_VALUE_OPTIONS = frozenset({"-p", "--print", "--mode", "--model", "--thinking", "--session"})
+
+
+def route(argv: Sequence[str], commands: Callable[[], set[str]]) -> list[str]:
+    """`picontext fix the bug` -> `picontext chat fix the bug`; `picontext -p X` -> `picontext run -p X`.
+
+    The first word that is not an option decides: a command name runs that command; anything else
+    is the start of a prompt. `--` ends the options, so `picontext -- tree of life` is a chat
+    prompt that starts with a command name (as is `picontext chat tree of life`). `commands` is
+    called only when a word has to be checked, so the common cases need no command module."""
+    args = list(argv)
+    printing = False
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token in ("-h", "--help", "--version"):
+            return args
+        if token == "--":
+            break
+        if token.startswith("-"):
+            name = token.split("=", 1)[0]
+            printing = printing or name in ("-p", "--print")
+            if name in _VALUE_OPTIONS and "=" not in token:
+                i += 1
+            elif name in ("-r", "--resume") and i + 1 < len(args) and not args[i + 1].startswith("-") \
+                    and looks_like_session_id(args[i + 1]):
+                i += 1  # `-r ID`
+            i += 1
+            continue
+        if token in commands():
+            return args
+        break
+    return ["run" if printing else "chat", *args]
+
+
+def looks_like_session_id(word: str) -> bool:
+    """A session id or prefix (hex digits and dashes), not a prompt word."""
+    return len(word) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in word)
+
+
+def command_names(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(route(raw, lambda: command_names(parser)) if raw else raw)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         handler = _default_handler(args)

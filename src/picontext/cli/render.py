@@ -24,6 +24,12 @@ def short(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def short_line(line: str, width: int = 100) -> str:
+    """One line of output cut to `width`, its indentation kept."""
+    line = line.expandtabs(4).rstrip()
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
         return ", ".join(f"{k}={short(v if isinstance(v, str) else orjson.dumps(v).decode(), 40)}"

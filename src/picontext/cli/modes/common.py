@@ -23,7 +23,8 @@ from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
-from picontext.cli.main import CliError
+from picontext.cli.loading import session_path
+from picontext.cli.main import CliError, looks_like_session_id
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
 
@@ -44,12 +45,13 @@ def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False
     parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
     parser.add_argument("--thinking", choices=THINKING_CHOICES, default=default, help="thinking level")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--session", metavar="FILE", default=default, help="use this session file (created if missing)")
+    where.add_argument("--session", metavar="FILE|ID", default=default,
+                       help="use this session: a file (created if missing) or a session id or unique id prefix")
     where.add_argument("--no-session", action="store_true", default=flag, help="do not save the conversation")
     where.add_argument("-c", "--continue", dest="continue_", action="store_true", default=flag,
                        help="continue the latest session of this directory")
-    where.add_argument("-r", "--resume", action="store_true", default=flag,
-                       help="pick one of the recent sessions of this directory")
+    where.add_argument("-r", "--resume", nargs="?", const=True, metavar="ID", default=flag,
+                       help="pick one of the recent sessions of this directory, or resume the session with this id")
 
 
 def flag(args: argparse.Namespace, name: str) -> Any:
@@ -78,12 +80,25 @@ def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = i
     return infos[int(answer) - 1].path
 
 
+def _resume_word_is_prompt(args: argparse.Namespace) -> None:
+    """`picontext -r fix the bug`: argparse gives `fix` to -r; it is the prompt's first word."""
+    resume = flag(args, "resume")
+    if isinstance(resume, str) and not looks_like_session_id(resume):
+        args.resume = True
+        if hasattr(args, "message"):
+            args.message = [resume, *(args.message or [])]
+
+
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    _resume_word_is_prompt(args)
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
-        return SessionManager.open(args.session)
-    if flag(args, "resume"):
+        return SessionManager.open(session_path(args.session, cwd, create=True))
+    resume = flag(args, "resume")
+    if isinstance(resume, str):
+        return SessionManager.open(session_path(resume, cwd))
+    if resume:
         return SessionManager.open(pick_session(cwd))
     if flag(args, "continue_"):
         return SessionManager.continue_recent(cwd)
@@ -129,12 +144,16 @@ def build_session(args: argparse.Namespace, cwd: str | None = None) -> tuple[Age
     manager = open_manager(args, cwd)
     model = resolve_model(args, catalog, manager)
     require_api_key(model["provider"], model=model)
+    return session_for(manager, model, cwd, flag(args, "thinking")), catalog
+
+
+def session_for(manager: SessionManager, model: Model, cwd: str, thinking: Any = None) -> AgentSession:
+    """The CLI's AgentSession over `manager`: the coding tools in `cwd` and the default prompt."""
     tools = coding_tools(cwd)
     # The CLI agent can see its own context use, ask for a compaction (limited) and recall what a
     # compaction or an edit removed (issue 4 §4); library users opt in with context_tools=True.
-    session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
-                           thinking_level=flag(args, "thinking"), settings=load_settings(cwd), context_tools=True)
-    return session, catalog
+    return AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
+                        thinking_level=thinking, settings=load_settings(cwd), context_tools=True)
 
 
 # -- the controller --------------------------------------------------------------------------------
@@ -196,9 +215,22 @@ class Controller:
             return (None, window, 0.0)
         return (usage.tokens, usage.context_window, usage.percent)
 
+    def estimated_percent(self) -> float | None:
+        """chars/4 estimate of the context now (what the footer shows until a reply reports usage)."""
+        from picontext.compaction.tokens import estimate_messages_tokens
+
+        window = int(self.model.get("contextWindow") or 0)
+        return estimate_messages_tokens(self.session.messages) / window * 100 if window > 0 else None
+
     def footer(self) -> str:
+        """`provider/model  37.0%/200k (auto)`; right after a compaction, before a reply reports
+        usage, the chars/4 estimate marked `~` (`~4.2%/200k`) where Pi shows `?`."""
         _, window, percent = self.context_usage()
         usage = format_usage(percent, window, self.auto_compaction_enabled)
+        if percent is None:
+            estimate = self.estimated_percent()
+            if estimate is not None:
+                usage = "~" + format_usage(estimate, window, self.auto_compaction_enabled)
         return f"{self.model['provider']}/{self.model['id']}  {usage}"
 
     def state(self) -> dict[str, Any]:
