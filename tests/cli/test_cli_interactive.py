@@ -154,6 +154,9 @@ def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: Scr
     try:
         screen = term.wait_for("── scripted/m1")
         assert "> fix the bug in app.py" in screen and "I fixed the off-by-one in app.py." in screen
+        term.type("/compact")
+        screen = term.wait_for("Nothing to compact")
+        assert "Compaction failed" not in screen  # a notice, not an error
         term.type("/help")
         screen = term.wait_for("/exit")
         assert "/new" in screen and "/resume" in screen and "Esc aborts" in screen

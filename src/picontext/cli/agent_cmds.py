@@ -21,9 +21,11 @@ from typing import Any
 from picontext._json import dumps_line
 from picontext.agent.events import AgentEvent, to_json_event
 from picontext.agent.session import AgentSession
+from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import AssistantMessage
 from picontext.cli.main import CliError
 from picontext.cli.modes.common import add_session_flags, build_session
+from picontext.cli.modes.reply_view import compaction_error
 
 _UNREACHABLE = ("Connection error", "Network error", "Request timed out")
 
@@ -73,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     printer = JsonPrinter() if getattr(args, "mode", "text") == "json" else TextPrinter()
     session.subscribe(printer)
     asyncio.run(_run(session, text))
-    return _exit_code(printer.last_reply)
+    return _exit_code(printer.last_reply, session.model, getattr(printer, "overflow_failed", False))
 
 
 async def _run(session: AgentSession, text: str) -> None:
@@ -87,7 +89,7 @@ async def _run(session: AgentSession, text: str) -> None:
             loop.remove_signal_handler(signal.SIGINT)
 
 
-def _exit_code(reply: AssistantMessage | None) -> int:
+def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow_failed: bool = False) -> int:
     if reply is None:
         return 0
     reason = reply.get("stopReason")
@@ -96,17 +98,34 @@ def _exit_code(reply: AssistantMessage | None) -> int:
         return 130
     if reason == "error":
         message = (reply.get("errorMessage") or "the model returned an error").splitlines()[0]
+        if is_context_overflow(reply):
+            message = ("context overflow: one compaction and retry did not help; the request is still larger "
+                       "than the model's window. Try `picontext compact` with --instructions, or a model with a "
+                       "larger window" if overflow_failed else
+                       "context overflow: the request is larger than the model's window and the session could "
+                       "not be compacted (is compaction disabled in settings.json?)")
+        elif message.startswith(_UNREACHABLE) and isinstance(model, dict) and model.get("baseUrl"):
+            message = f"{message} — is the server at {model['baseUrl']} running?"
         print(f"picontext: {message}", file=sys.stderr)
         return 2 if message.startswith(_UNREACHABLE) else 1
     return 0
 
 
 class TextPrinter:
-    """Streams the assistant's text to stdout; tool activity goes to stderr as one line each."""
+    """Streams the assistant's text to stdout; tool activity, compactions and overflow recovery
+    go to stderr as one line each."""
 
     def __init__(self) -> None:
         self.last_reply: AssistantMessage | None = None
+        self.overflow_failed = False
         self._open_line = False
+
+    def _note(self, text: str) -> None:
+        if self._open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._open_line = False
+        print(text, file=sys.stderr, flush=True)
 
     def __call__(self, event: AgentEvent) -> None:
         kind = event["type"]
@@ -123,7 +142,37 @@ class TextPrinter:
                 sys.stdout.flush()
                 self._open_line = False
         elif kind == "tool_execution_start":
-            print(f"[{event['toolName']}] {_short_args(event['args'])}", file=sys.stderr)
+            self._note(f"[{event['toolName']}] {_short_args(event['args'])}")
+        else:
+            self._compaction_note(event)  # type: ignore[arg-type]
+
+    def _compaction_note(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "compaction_start":
+            why = {"threshold": "the context is over the compaction threshold",
+                   "overflow": "the context overflowed the model's window",
+                   "manual": "asked to"}.get(str(event.get("reason")), str(event.get("reason")))
+            self._note(f"picontext: compacting ({why})…")
+        elif kind == "compaction_end":
+            if event.get("aborted"):
+                self._note("picontext: compaction cancelled")
+            elif event.get("result") is None:
+                error = compaction_error(str(event.get("errorMessage") or "unknown error"))
+                if event.get("reason") == "overflow" and error.startswith(("Context overflow recovery failed",
+                                                                           "Truncated response recovery")):
+                    self.overflow_failed = True
+                    self._note("picontext: context overflow: one compaction and retry did not help")
+                else:
+                    self._note(f"picontext: compaction failed: {error}")
+            else:
+                before = event.get("tokensBefore")
+                after = event.get("tokensAfter")
+                numbers = f" {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
+                    else ""
+                again = "; retrying the request" if event.get("willRetry") else ""
+                self._note(f"picontext: compacted{numbers}{again}")
+        elif kind == "compaction_skipped":
+            self._note(f"picontext: {event.get('message') or 'compaction skipped'}")
 
 
 class JsonPrinter:
