@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -59,6 +59,15 @@ class Terminal:
             time.sleep(0.1)
         raise AssertionError(f"{needle!r} not on the screen:\n{self.screen()}")
 
+    def wait_until(self, predicate: Callable[[str], bool], timeout: float = 20) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if predicate(screen):
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"condition not met on the screen:\n{self.screen()}")
+
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
 
@@ -103,12 +112,15 @@ def test_chat_prompt_footer_compact_tree_quit(server: ScriptedModelServer, tmp_p
         term.wait_for("Keep notes in notes.md.")
 
         term.type("/tree")
-        screen = term.wait_for("Go to entry #")
+        screen = term.wait_for("↑↓ move")  # the arrow-key tree selector
         assert "◀ you are here" in screen and "compaction" in screen
-        row = next(line for line in screen.splitlines() if "user: please write notes.md" in line)
-        term.type(row.split()[0])
-        term.wait_for("Summarize the branch you leave?")
-        term.send("Enter")  # the default: no summary
+        term.send("Home")
+        term.wait_until(lambda screen: any(line.startswith("›") and "user: please write notes.md" in line
+                                           for line in screen.splitlines()))
+        term.send("Enter")
+        screen = term.wait_for("Summarize the branch you leave?")
+        assert "› [n] No summary" in screen  # chosen with the arrows; nothing pre-typed
+        term.send("Enter")
         term.wait_for("Moved to")
         term.wait_for("\n> please write notes.md")  # the user message is back in the editor, to edit and resend
 
@@ -157,6 +169,22 @@ def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: Scr
         term.type("/compact")
         screen = term.wait_for("Nothing to compact")
         assert "Compaction failed" not in screen  # a notice, not an error
+        term.send("-l", "/sess")
+        term.send("Tab")  # completes the slash command
+        term.wait_for("> /session")
+        term.send("Enter")
+        screen = term.wait_for("cost: $")
+        assert "tokens: input 10 · output 5 · cache read 0 · cache write 0" in screen and "{'input'" not in screen
+        term.type("/context")
+        screen = term.wait_for("reported by the provider")
+        for part in ("system prompt", "tool definitions", "user messages", "assistant messages", "free",
+                     "estimated total (chars/4)"):
+            assert part in screen
+        term.send("-l", "/model scr")
+        term.send("Tab")  # completes the model up to the common part
+        term.wait_for("> /model scripted/m")
+        term.type("2")
+        term.wait_for("Model: scripted/m2")
         term.type("/help")
         screen = term.wait_for("/exit")
         assert "/new" in screen and "/resume" in screen and "Esc aborts" in screen

@@ -34,7 +34,6 @@ from rich.text import Text
 
 from picontext.agent.session import SessionBusyError
 from picontext.ai.types import content_text
-from picontext.cli import render
 from picontext.cli.loading import session_path
 from picontext.cli.main import CliError
 from picontext.cli.modes.common import (
@@ -45,6 +44,7 @@ from picontext.cli.modes.common import (
     flag,
     session_for,
 )
+from picontext.cli.modes.pickers import TreePicker, choose, tree_rows
 from picontext.cli.modes.reply_view import ReplyView, short_args
 from picontext.cli.modes.transcript import redraw
 from picontext.cli.modes.typeahead import TypeAhead
@@ -80,7 +80,6 @@ def help_text() -> str:
 
 
 HELP = help_text()
-_SHOWN_IN_TREE = frozenset({"message", "compaction", "branch_summary", "custom_message"})
 _EXIT_WINDOW = 2.0  # seconds between two Ctrl+C on an empty line that leave the chat
 
 
@@ -400,50 +399,16 @@ class ChatUI:
         self.view.line(f"Resumed {path}", "green")
         self.show_history()
 
-    def tree_rows(self) -> list[tuple[str, str, bool, bool]]:
-        """(id, text, on the current path, is the leaf) for every entry worth picking, in tree order."""
-        m = self.c.manager
-        leaf = m.get_leaf_id()
-        on_path = {e.get("id") for e in m.get_branch()}
-        rows: list[tuple[str, str, bool, bool]] = []
-        stack = [(node, 0) for node in reversed(m.get_tree())]
-        while stack:
-            node, depth = stack.pop()
-            entry = node.entry
-            shown = isinstance(entry, dict) and entry.get("type") in _SHOWN_IN_TREE
-            if shown and not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
-                label = f" [{node.label}]" if node.label else ""
-                indent = "  " * min(depth, 8)
-                text = f"{indent}{render.entry_summary(entry, 80)}{label}"
-                rows.append((entry["id"], text, entry["id"] in on_path, entry["id"] == leaf))
-            branching = len(node.children) > 1
-            for child in reversed(node.children):
-                stack.append((child, depth + 1 if branching else depth))
-        return rows
-
     async def cmd_tree(self, arg: str) -> None:
         target = arg.split()[0] if arg else None
         if target is None:
-            rows = self.tree_rows()
+            rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
             if not rows:
                 self.view.line("The session is empty", "dim")
                 return
-            for n, (entry_id, text, current, leaf) in enumerate(rows, 1):
-                mark = "  ◀ you are here" if leaf else ""
-                self.console.print(Text(f"{n:>3} {entry_id[:8]} {text}{mark}",
-                                        style="bold" if current else "dim"))
-            answer = await self.ask("Go to entry # or id (Enter = stay): ")
-            if not answer or not answer.strip():
+            target = await TreePicker(rows, height=max(8, self.console.height - 6)).run()
+            if target is None:
                 return
-            answer = answer.strip()
-            if answer.isdigit() and 1 <= int(answer) <= len(rows):
-                target = rows[int(answer) - 1][0]
-            else:
-                matches = [r[0] for r in rows if r[0].startswith(answer)]
-                if len(matches) != 1:
-                    self.view.line(f"No single entry matches {answer!r}", "red")
-                    return
-                target = matches[0]
         if self.c.manager.get_entry(target) is None:
             matches = [e["id"] for e in self.c.manager.get_entries() if str(e.get("id", "")).startswith(target)]
             if len(matches) != 1:
@@ -452,10 +417,10 @@ class ChatUI:
         if target == self.c.manager.get_leaf_id():
             self.view.line("Already at this point", "dim")
             return
-        choice = await self.ask("Summarize the branch you leave? [n]o / [y]es / [c]ustom instructions: ", "n")
+        choice = await choose("Summarize the branch you leave?", [
+            ("n", "No summary"), ("y", "Summarize it"), ("c", "Summarize it with instructions")])
         if choice is None:
             return
-        choice = choice.strip().lower()[:1] or "n"
         instructions = None
         if choice == "c":
             instructions = await self.ask("Summary instructions: ")
@@ -507,11 +472,33 @@ class ChatUI:
 
     async def cmd_session(self, _: str) -> None:
         m = self.c.manager
-        info = session_info(self.c)
-        for key, value in info.items():
-            self.console.print(Text(f"{key:>14}: ", style="dim") + Text(str(value)))
+        for key, value in format_session_info(session_info(self.c)):
+            self.console.print(Text(f"{key:>14}: ", style="dim") + Text(value))
         if not m.is_persisted():
             self.view.line("(not saved: --no-session)", "dim")
+
+    async def cmd_context(self, _: str) -> None:
+        from picontext.cli.modes.context_view import show
+
+        show(self.console, self.c)
+
+
+def format_session_info(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """/session's lines: numbers with separators, cost in dollars, no Python reprs."""
+    tokens = info.get("tokens") or {}
+    names = {"input": "input", "output": "output", "cacheRead": "cache read", "cacheWrite": "cache write"}
+    return [
+        ("file", str(info.get("file") or "(not saved)")),
+        ("id", str(info.get("id"))),
+        ("name", str(info.get("name") or "(none)")),
+        ("model", str(info.get("model"))),
+        ("entries", f"{info.get('entries', 0):,}"),
+        ("messages", f"{info.get('messages', 0):,}"),
+        ("compactions", f"{info.get('compactions', 0):,}"),
+        ("tokens", " · ".join(f"{label} {int(tokens.get(key, 0)):,}" for key, label in names.items())),
+        ("cost", f"${float(info.get('cost') or 0):.4f}"),
+        ("context", str(info.get("context"))),
+    ]
 
 
 def session_info(c: Controller) -> dict[str, Any]:
