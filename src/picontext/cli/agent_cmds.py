@@ -23,7 +23,7 @@ from picontext.agent.events import AgentEvent, to_json_event
 from picontext.agent.session import AgentSession
 from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import AssistantMessage
-from picontext.cli.main import CliError
+from picontext.cli.main import CliError, described
 from picontext.cli.modes.common import add_session_flags, build_session
 from picontext.cli.modes.reply_view import compaction_error
 
@@ -31,7 +31,11 @@ _UNREACHABLE = ("Connection error", "Network error", "Request timed out")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run the agent once on a prompt and print the reply (print mode)")
+    p = sub.add_parser("run", help="run the agent once on a prompt and print the reply (print mode)",
+                       **described("Print mode: run the agent once and print the reply; piped input is sent "
+                                   "before the prompt. `picontext -p PROMPT` is the same command.",
+                                   'picontext -p "what does app.py do?"', 'cat notes.md | picontext -p "summarize"',
+                                   'git diff | picontext -p "review this" --mode json'))
     p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", nargs="?", const="",
                    help="the prompt (without a value: read it from stdin)")
     p.add_argument("message", nargs="*", help="the prompt, if -p is not given")

@@ -18,6 +18,7 @@ from typing import Any
 
 from picontext import _json
 from picontext.cli.loading import add_file_argument, load_session
+from picontext.cli.main import described
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
@@ -28,7 +29,12 @@ from picontext.session.projection import build_session_path, build_session_proje
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)")
+    p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)",
+                       **described("Compact a session file offline: summarize (with a model) or mask the old part "
+                                   "of a branch; the result is appended as a compaction entry, nothing is rewritten.",
+                                   "picontext compact --dry-run",
+                                   "picontext compact 01a22be0 --model anthropic/claude-sonnet-4-5",
+                                   "picontext compact FILE --strategy mask"))
     add_file_argument(p)
     p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
     p.add_argument("--model", help="summarizing model as provider/id (needed by the summary strategies)")

@@ -28,6 +28,7 @@ from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.providers import StreamOptions
+from picontext.cli.main import described
 from picontext.compaction.prompts import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
 from picontext.compaction.settings import Settings
 from picontext.session.manager import SessionManager
@@ -190,7 +191,10 @@ class DemoModelServer(ScriptedModelServer):
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="watch an agent session outgrow its window and survive (offline, scripted)")
+    p = sub.add_parser("demo", help="watch an agent session outgrow its window and survive (offline, scripted)",
+                       **described("An offline demonstration: a scripted model drives a real agent session that "
+                                   "outgrows a 12k window, compacts, overflows once and recovers.",
+                                   "picontext demo", "picontext demo --fast --dir /tmp/demo"))
     p.add_argument("--fast", action="store_true", help="no pauses while streaming")
     p.add_argument("--dir", help="work here instead of a new temporary directory")
     p.set_defaults(handler=cmd_demo)

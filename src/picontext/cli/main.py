@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from picontext import __version__
 from picontext.errors import PicontextError
@@ -16,6 +17,12 @@ Handler = Callable[[argparse.Namespace], int]
 
 class CliError(Exception):
     """An expected failure: printed as one line on stderr, exit code 2."""
+
+
+def described(description: str, *examples: str) -> dict[str, Any]:
+    """add_parser() keywords for a subcommand's --help: what it does, then examples."""
+    return {"description": description, "epilog": "examples:\n" + "\n".join(f"  {e}" for e in examples),
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
