@@ -310,3 +310,37 @@ def test_tool_output_keeps_lines_collapsed_ctrl_o_expands_and_edits_show_a_diff(
     finally:
         term.close()
     assert (tmp_path / "app.py").read_text() == "def f():\n    return 2\n"
+
+
+# -- inspection commands on a terminal --------------------------------------------------------------
+
+
+def test_inspection_pages_through_pager_and_fits_the_terminal(tmp_path: Path) -> None:
+    from picontext.session.manager import SessionManager
+
+    home = Path(os.environ["PICONTEXT_DIR"])
+    sm = SessionManager.create(str(tmp_path))
+    for n in range(30):
+        sm.append_message({"role": "user", "content": f"question {n} " + "word " * 60, "timestamp": n})
+        sm.append_message({"role": "assistant", "content": [{"type": "text", "text": f"answer {n} " + "x " * 80}],
+                           "api": "x", "provider": "p", "model": "m", "stopReason": "stop", "timestamp": n,
+                           "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                                     "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}})
+    env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", ""),
+           "PAGER": "sed s/^/PAGED:/"}
+    term = Terminal(f"{PICONTEXT} show", tmp_path, env)
+    try:
+        screen = term.wait_for("EXITED-0")
+        assert "PAGED:" in screen and "question 29" in screen  # taller than the screen: paged
+    finally:
+        term.close()
+    for command in (f"{PICONTEXT} show --no-pager", f"{PICONTEXT} tree --no-pager", f"{PICONTEXT} context --no-pager"):
+        term = Terminal(command, tmp_path, env)
+        try:
+            screen = term.wait_for("EXITED-0")
+            assert "PAGED:" not in screen
+            assert "answer 29" in screen
+            # capture-pane -J joins wrapped lines: a line wider than the terminal would show here
+            assert max(len(line) for line in screen.splitlines()) <= 120, command
+        finally:
+            term.close()

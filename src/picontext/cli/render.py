@@ -17,7 +17,8 @@ from picontext.ai.types import content_text
 
 
 def console() -> Console:
-    out = Console(highlight=False, soft_wrap=True)
+    """On a terminal: its width, long lines wrapped by rich (never by the terminal mid-word)."""
+    out = Console(highlight=False)
     if not out.is_terminal:
         # Piped output has no width to respect: don't squeeze tables into 80 columns.
         out = Console(highlight=False, soft_wrap=True, width=200)
