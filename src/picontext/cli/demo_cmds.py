@@ -217,7 +217,8 @@ async def run_demo(directory: str | None, delay: float, console: Console | None 
     with DemoModelServer(*agent_script(delay, overflow_once=automatic), delay=delay) as server:
         model = server.model("openai-completions", id="scripted-12k", provider="demo", context_window=WINDOW,
                              max_tokens=2_000)
-        manager = SessionManager.create(project, os.path.join(root, "sessions"))
+        # the project's default session directory: `picontext sessions` in the project lists it
+        manager = SessionManager.create(project)
         tools = coding_tools(project)
         extra: dict[str, Any] = {"settings": settings} if automatic else {}
         session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(project, tools),
@@ -251,9 +252,13 @@ async def run_demo(directory: str | None, delay: float, console: Console | None 
     console.print()
     console.print(Text(f"{kinds.count('compaction')} compaction(s), {edits} context edit(s), "
                        f"{server.summary_requests} summary request(s), {len(server.requests)} requests in all; "
-                       f"files in {project}: {', '.join(sorted(os.listdir(project)))}", style="dim"))
-    console.print(Text("Session file: ", style="bold") + Text(str(path)))
-    console.print(Text(f"Look inside: picontext tree {path}   |   picontext show {path}", style="dim"))
+                       f"files in {project}: {', '.join(sorted(os.listdir(project)))}", style="dim"), soft_wrap=True)
+    console.print(Text("Session file: ", style="bold") + Text(str(path)), soft_wrap=True)  # a path is never broken
+    short_id = manager.get_session_id()[:13]
+    console.print(Text("Look inside (a session id prefix works from any directory):", style="bold"))
+    for command in (f"picontext tree {short_id}", f"picontext show {short_id} --tail 20",
+                    f"picontext context {short_id}", f"cd {project} && picontext sessions"):
+        console.print(Text(f"  {command}"), soft_wrap=True)
     if server.unexpected:
         console.print(Text(f"demo: {len(server.unexpected)} request(s) the script did not expect", style="bold red"))
         return 1
