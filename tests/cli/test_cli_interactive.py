@@ -344,3 +344,55 @@ def test_inspection_pages_through_pager_and_fits_the_terminal(tmp_path: Path) ->
             assert max(len(line) for line in screen.splitlines()) <= 120, command
         finally:
             term.close()
+
+
+def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(server: ScriptedModelServer,
+                                                                            tmp_path: Path) -> None:
+    _, env = chat_home(server, {"compaction": {"keepRecentTokens": 10}})
+    hold = threading.Event()
+    summary = threading.Event()
+    server.expect(
+        reply(text("Looking at the code now, it is a long and careful look.")).hold_after(3, hold),
+        reply(text("The tests pass."), usage=tokens(74_000, 10)),
+        reply(text("## Goal\nNever seen: cancelled.")).hold_after(1, summary),
+    )
+    term = Terminal(f"{PICONTEXT}", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("look at the code")
+        term.wait_for("Looking")
+        term.send("-l", "then run the tests")
+        term.wait_for("✎ then run the tests")
+        term.send("M-Enter")  # Alt+Enter: a follow-up, delivered when the agent would stop
+        term.wait_for("queued follow-up")
+        hold.set()
+        screen = term.wait_for("The tests pass.")
+        assert "> then run the tests" in screen
+        assert server.requests[1].json["messages"][-1]["content"] == [{"type": "text", "text": "then run the tests"}]
+        term.wait_for("── scripted/m1  37.0%/200k")
+
+        term.type("/compact")
+        term.wait_for("· Esc to cancel")  # the spinner says how to cancel, with the elapsed time moving
+        term.wait_until(lambda screen: re.search(r"Compacting context… [1-9]\d*s · Esc to cancel", screen) is not None)
+        term.send("Escape")
+        screen = term.wait_for("Compaction cancelled")
+        summary.set()
+        term.wait_for("── scripted/m1  37.0%/200k")  # nothing changed
+
+        term.type("/model")
+        screen = term.wait_for("Models with a key")
+        assert "● scripted/m1" in screen and "  scripted/m2" in screen
+        term.type("/new")
+        term.wait_for("New session")
+        term.type("/resume")
+        screen = term.wait_for("Resume which session?")
+        assert "look at the code" in screen
+        term.send("Enter")  # the first one, the only other session
+        screen = term.wait_for("── end of the conversation so far ──")
+        assert "The tests pass." in screen.split("Resumed")[1]
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        hold.set()
+        summary.set()
+        term.close()

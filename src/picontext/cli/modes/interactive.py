@@ -451,8 +451,14 @@ class ChatUI:
 
     async def cmd_model(self, arg: str) -> None:
         if not arg:
-            self.view.line(f"Model: {self.c.model['provider']}/{self.c.model['id']} "
-                           f"(window {self.c.model.get('contextWindow')}); /model provider/id to change it")
+            current = (self.c.model["provider"], self.c.model["id"])
+            usable = [m for m in self.c.catalog.all() if _has_key(m)]
+            self.view.line(f"Models with a key ({len(usable)}; /model provider/id to change, Tab completes):", "bold")
+            for m in sorted(usable, key=lambda m: (m["provider"], m["id"])):
+                mark = "●" if (m["provider"], m["id"]) == current else " "
+                window = m.get("contextWindow") or 0
+                self.console.print(Text(f" {mark} {m['provider']}/{m['id']}", style="bold" if mark == "●" else "")
+                                   + Text(f"  {window:,} tokens", style="dim"))
             return
         model = self.c.set_model(arg)
         self.view.line(f"Model: {model['provider']}/{model['id']}", "green")
@@ -481,6 +487,16 @@ class ChatUI:
         from picontext.cli.modes.context_view import show
 
         show(self.console, self.c)
+
+
+def _has_key(model: Any) -> bool:
+    from picontext.ai.auth import require_api_key
+
+    try:
+        require_api_key(model["provider"], model=model)
+    except PicontextError:
+        return False
+    return True
 
 
 def format_session_info(info: dict[str, Any]) -> list[tuple[str, str]]:
