@@ -396,3 +396,26 @@ def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(serv
         hold.set()
         summary.set()
         term.close()
+
+
+def test_a_reply_taller_than_the_terminal_streams_its_last_screenful_then_prints_once(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    _, env = chat_home(server)
+    hold = threading.Event()
+    body = "\n\n".join(f"row {n}" for n in range(60))
+    server.expect(reply(text(body)).hold_after(1 + 2 * 50, hold))  # 50 rows streamed, then held
+    term = Terminal(f"{PICONTEXT}", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("sixty rows please")
+        screen = term.wait_for("lines above")  # the live region keeps to the screen: its last part
+        assert "row 49" in screen
+        hold.set()
+        screen = term.wait_for("── scripted/m1")
+        rows = [line.strip() for line in screen.splitlines() if line.strip().startswith("row ")]
+        assert rows == [f"row {n}" for n in range(60)]  # the whole reply, once, in order
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        hold.set()
+        term.close()
