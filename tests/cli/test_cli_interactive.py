@@ -266,12 +266,20 @@ def test_typing_during_a_reply_queues_it_and_esc_aborts_once(server: ScriptedMod
 
         term.type("tell me a story")
         term.wait_for("Once upon")
+        term.send("-l", "make it short")
+        term.send("Enter")
+        term.wait_for("⏎ queued steering message")
         term.send("Escape")
         screen = term.wait_for("(aborted)")
         story.set()
         screen = term.wait_for("── scripted/m1", timeout=20)
         assert screen.count("Once upon") == 1  # the partial reply printed once
         assert "also add a title" not in screen.split("tell me a story")[1]
+        # the queued message was not sent after the abort: it is back in the editor
+        screen = term.wait_for("Queued messages not sent are back in the editor.")
+        term.wait_for("> make it short")
+        assert len(server.requests) == 3
+        term.send("C-u")
         term.type("/exit")
         term.wait_for("EXITED-0")
     finally:

@@ -327,7 +327,19 @@ class ChatUI:
                 await self.c.session.prompt(text)
             except (SessionBusyError, PicontextError, CliError) as exc:
                 self.view.line(str(exc), "bold red")
+        await self._unsent_back_to_editor()
         self.footer_line()
+
+    async def _unsent_back_to_editor(self) -> None:
+        """Messages queued during a reply that was aborted are not sent later by surprise: they
+        go back into the editor, after anything typed there."""
+        if self.c.session.is_streaming or not self.c.session.has_queued_messages():
+            return
+        steering, follow_up = await self.c.session.clear_queue()
+        texts = [*steering, *follow_up]
+        self._queued = [t for t in self._queued if t not in texts]
+        self.editor_text = "\n".join(t for t in [self.editor_text, *texts] if t)
+        self.view.line("Queued messages not sent are back in the editor.", "yellow")
 
     # -- slash commands ------------------------------------------------------------------------
 
