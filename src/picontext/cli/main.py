@@ -36,7 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
-        "to inspect, project and compact. Without a command: interactive chat (or print mode with -p).",
+        "to inspect, project and compact. Without a command: interactive chat (or print mode with -p); "
+        "words that are not a command are the chat's first message.",
+        epilog='examples:\n  picontext "fix the failing test in app.py"\n  picontext -c\n  picontext -r 01a22be0\n'
+        '  cat notes.md | picontext -p "summarize"\n  picontext -- tree of the project: explain it   '
+        "(a prompt that starts with a command name)\n  picontext show --tail 20",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"picontext {__version__}")
     parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", default=argparse.SUPPRESS, nargs="?",
