@@ -144,9 +144,9 @@ def test_chat_needs_a_terminal(tmp_path: Path) -> None:
 # -- getting in and out, sessions by id, the conversation redrawn --------------------------------
 
 
-def chat_home(server: ScriptedModelServer, settings: dict[str, object] | None = None) -> tuple[Path, dict[str, str]]:
+def chat_home(url: str, settings: dict[str, object] | None = None) -> tuple[Path, dict[str, str]]:
     home = Path(os.environ["PICONTEXT_DIR"])
-    provider = {"baseUrl": server.url + "/v1", "api": "openai-completions", "apiKey": "k",
+    provider = {"baseUrl": url + "/v1", "api": "openai-completions", "apiKey": "k",
                 "models": [{"id": "m1", "contextWindow": 200_000}, {"id": "m2", "contextWindow": 100_000}]}
     (home / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
     (home / "settings.json").write_text(json.dumps({"defaultProvider": "scripted", "defaultModel": "m1",
@@ -160,7 +160,7 @@ PICONTEXT = f"{shlex.quote(sys.executable)} -m picontext"
 
 def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: ScriptedModelServer,
                                                                      tmp_path: Path) -> None:
-    home, env = chat_home(server)
+    home, env = chat_home(server.url)
     server.expect(text("I fixed the off-by-one in app.py."), text("Still fixed."))
     term = Terminal(f'{PICONTEXT} "fix the bug in app.py"', tmp_path, env)
     try:
@@ -239,7 +239,7 @@ def test_unknown_session_id_is_an_error_not_a_new_file(tmp_path: Path) -> None:
 
 
 def test_typing_during_a_reply_queues_it_and_esc_aborts_once(server: ScriptedModelServer, tmp_path: Path) -> None:
-    _, env = chat_home(server)
+    _, env = chat_home(server.url)
     hold = threading.Event()
     story = threading.Event()
     server.expect(
@@ -290,7 +290,7 @@ def test_typing_during_a_reply_queues_it_and_esc_aborts_once(server: ScriptedMod
 
 def test_tool_output_keeps_lines_collapsed_ctrl_o_expands_and_edits_show_a_diff(server: ScriptedModelServer,
                                                                                tmp_path: Path) -> None:
-    _, env = chat_home(server)
+    _, env = chat_home(server.url)
     (tmp_path / "app.py").write_text("def f():\n    return 1\n")
     server.expect(
         tool_call("bash", {"command": "seq 1 10"}),
@@ -356,7 +356,7 @@ def test_inspection_pages_through_pager_and_fits_the_terminal(tmp_path: Path) ->
 
 def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(server: ScriptedModelServer,
                                                                             tmp_path: Path) -> None:
-    _, env = chat_home(server, {"compaction": {"keepRecentTokens": 10}})
+    _, env = chat_home(server.url, {"compaction": {"keepRecentTokens": 10}})
     hold = threading.Event()
     summary = threading.Event()
     server.expect(
@@ -408,7 +408,7 @@ def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(serv
 
 def test_a_reply_taller_than_the_terminal_streams_its_last_screenful_then_prints_once(
         server: ScriptedModelServer, tmp_path: Path) -> None:
-    _, env = chat_home(server)
+    _, env = chat_home(server.url)
     hold = threading.Event()
     body = "\n\n".join(f"row {n}" for n in range(60))
     server.expect(reply(text(body)).hold_after(1 + 2 * 50, hold))  # 50 rows streamed, then held
@@ -426,4 +426,25 @@ def test_a_reply_taller_than_the_terminal_streams_its_last_screenful_then_prints
         term.wait_for("EXITED-0")
     finally:
         hold.set()
+        term.close()
+
+
+def test_an_unreachable_server_is_named_in_the_chat(tmp_path: Path) -> None:
+    with ScriptedModelServer() as gone:
+        url = gone.url
+    _, env = chat_home(url)
+    term = Terminal(f"{PICONTEXT} --no-session", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("hello?")
+        screen = term.wait_for("running?", timeout=60)
+        assert f"is the server at {url}/v1 running?" in screen.replace("\n", "")
+        term.type("/exit")  # typed while it retries: a command is not queued as a message
+        term.wait_for("/exit runs once the model is done")
+        term.wait_for("Giving up", timeout=60)
+        term.wait_for("> /exit")  # kept in the editor
+        term.send("Enter")
+        screen = term.wait_for("EXITED-0")
+        assert "queued" not in screen
+    finally:
         term.close()

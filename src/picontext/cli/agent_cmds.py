@@ -25,9 +25,8 @@ from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import AssistantMessage
 from picontext.cli.main import CliError, described
 from picontext.cli.modes.common import add_session_flags, build_session
+from picontext.cli.modes.reply_view import UNREACHABLE as _UNREACHABLE
 from picontext.cli.modes.reply_view import compaction_error
-
-_UNREACHABLE = ("Connection error", "Network error", "Request timed out")
 
 
 def register(sub: Any) -> None:

@@ -152,6 +152,7 @@ class ChatUI:
         self.thinking = thinking
         self.view = ReplyView(self.console)
         self.view.hints = True
+        self.view.server_url = lambda: self.c.model.get("baseUrl")
         self.c = controller
         self._attach(controller)
         self.input: PromptSession[str] = PromptSession(
@@ -229,13 +230,18 @@ class ChatUI:
                     method()
         self._abort_task = asyncio.get_running_loop().create_task(self.c.session.abort())
 
-    def _queue(self, mode: str, text: str) -> None:
+    def _queue(self, mode: str, text: str) -> bool:
+        if text.startswith("/"):  # a command is not a message: it waits in the editor for the prompt
+            self.view.line(f"{text.split()[0]} runs once the model is done (Esc aborts); it stays in the editor",
+                           "yellow")
+            return False
         self._queued.append(text)
         what = "steering message (after the current tool calls)" if mode == "steer" else \
             "follow-up (when the agent is done)"
         self.view.line(Text(f"⏎ queued {what}: ", style="cyan") + Text(text))
         send = self.c.session.steer if mode == "steer" else self.c.session.follow_up
         asyncio.get_running_loop().create_task(send(text))
+        return True
 
     def _typed(self, text: str) -> None:
         self.view.typed = text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -28,6 +29,7 @@ from picontext.cli import render
 TOOL_LINES = 4  # tool output lines shown before "… +N lines (Ctrl+O to expand)"
 DIFF_LINES = 12
 NOTHING_TO_COMPACT = "Nothing to compact"
+UNREACHABLE = ("Connection error", "Network error", "Request timed out")
 
 
 def compaction_error(message: str) -> str:
@@ -86,6 +88,7 @@ class ReplyView:
         self.last_output: tuple[str, str] | None = None  # (title, full text) for Ctrl+O
         self.last_error: str | None = None
         self._live: Live | None = None
+        self.server_url: Callable[[], str | None] = lambda: None  # the model's baseUrl, named when unreachable
 
     # -- the live region --------------------------------------------------------------------------
 
@@ -183,7 +186,8 @@ class ReplyView:
             if is_context_overflow(message):
                 self.line(f"The context overflowed the model's window ({error})", "yellow")
             else:
-                self.line(f"Error: {error}", "bold red")
+                url = self.server_url() if error.startswith(UNREACHABLE) else None
+                self.line(f"Error: {error}" + (f" — is the server at {url} running?" if url else ""), "bold red")
         elif message.get("stopReason") == "aborted":
             self.line("(aborted)", "yellow")
 

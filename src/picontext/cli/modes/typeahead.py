@@ -31,7 +31,7 @@ class TypeAhead:
                  on_change: Callable[[str], None], on_expand: Callable[[], None]) -> None:
         self.text = ""
         self._on_abort = on_abort
-        self._on_send = on_send  # (mode "steer" | "followUp", text)
+        self._on_send = on_send  # (mode "steer" | "followUp", text) -> taken (else the text stays)
         self._on_change = on_change
         self._on_expand = on_expand
         self._flush: asyncio.TimerHandle | None = None
@@ -101,9 +101,8 @@ class TypeAhead:
 
     def _send(self, mode: str) -> None:
         text = self.text.strip()
-        if text:
+        if text and self._on_send(mode, text):
             self._set("")
-            self._on_send(mode, text)
 
     def take(self) -> str:
         """The text typed and not sent (for the editor), emptied."""
