@@ -224,6 +224,19 @@ def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: Scr
     assert list((home / "sessions").rglob("*.jsonl")) == [path]
     assert "Still fixed." in path.read_text()
 
+    # -r alone: an arrow-key list of the directory's sessions
+    term = Terminal(f"{PICONTEXT} -r", tmp_path, env)
+    try:
+        screen = term.wait_for("Resume which session?")
+        assert f"{session_id[:13]}  fix the bug in app.py" in screen
+        term.send("Enter")
+        screen = term.wait_for("── end of the conversation so far ──")
+        assert "Still fixed." in screen
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
+
 
 def test_unknown_session_id_is_an_error_not_a_new_file(tmp_path: Path) -> None:
     home = Path(os.environ["PICONTEXT_DIR"])

@@ -61,22 +61,21 @@ def flag(args: argparse.Namespace, name: str) -> Any:
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input) -> str:
-    """Ask which recent session to resume (numbered list, newest first); returns its path."""
+def pick_session(cwd: str) -> str:
+    """Ask which recent session to resume (an arrow-key list, newest first); returns its path."""
+    import asyncio
+
+    from picontext.cli.modes.pickers import choose, session_options
     from picontext.session.listing import list_sessions
 
-    out = stream or sys.stderr
     infos = list_sessions(cwd)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
-    if not sys.stdin.isatty() and read is input:
-        raise CliError("--resume needs a terminal to pick a session; use --session FILE or -c")
-    for n, info in enumerate(infos, 1):
-        title = " ".join((info.name or info.first_message or "(empty)").split())[:60]
-        print(f"{n:>3}. {info.modified:%Y-%m-%d %H:%M}  {info.message_count:>4} msgs  {title}", file=out)
-    answer = read("Resume which session? [1] ").strip() or "1"
-    if not answer.isdigit() or not 1 <= int(answer) <= len(infos):
-        raise CliError(f"No session number {answer!r}")
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise CliError("--resume needs a terminal to pick a session; use -r ID, --session FILE or -c")
+    answer = asyncio.run(choose("Resume which session?", session_options(infos)))
+    if answer is None:
+        raise CliError("No session picked")
     return infos[int(answer) - 1].path
 
 

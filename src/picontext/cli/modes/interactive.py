@@ -44,7 +44,7 @@ from picontext.cli.modes.common import (
     flag,
     session_for,
 )
-from picontext.cli.modes.pickers import TreePicker, choose, tree_rows
+from picontext.cli.modes.pickers import TreePicker, choose, session_options, tree_rows
 from picontext.cli.modes.reply_view import ReplyView, short_args
 from picontext.cli.modes.transcript import redraw
 from picontext.cli.modes.typeahead import TypeAhead
@@ -402,16 +402,9 @@ class ChatUI:
             if not infos:
                 self.view.line(f"No other sessions for {self.cwd}", "dim")
                 return
-            for n, info in enumerate(infos, 1):
-                title = " ".join((info.name or info.first_message or "(empty)").split())[:60]
-                self.console.print(Text(f"{n:>3}. {info.modified:%Y-%m-%d %H:%M}  {info.message_count:>4} msgs  "
-                                        f"{info.id[:8]}  {title}"))
-            answer = await self.ask("Resume which session? [1] ")
+            answer = await choose("Resume which session?", session_options(infos))
             if answer is None:
                 return
-            answer = answer.strip() or "1"
-            if not answer.isdigit() or not 1 <= int(answer) <= len(infos):
-                raise CliError(f"No session number {answer!r}")
             path = infos[int(answer) - 1].path
         self._switch(SessionManager.open(path))
         self.view.line(f"Resumed {path}", "green")

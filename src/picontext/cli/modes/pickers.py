@@ -176,6 +176,15 @@ class TreePicker:
         return await app.run_async()
 
 
+def session_options(infos: list[Any]) -> list[tuple[str, str]]:
+    """Recent sessions as choices: when, how long, id prefix, name or first message."""
+    out = []
+    for n, info in enumerate(infos, 1):
+        title = " ".join((info.name or info.first_message or "(empty)").split())[:60]
+        out.append((str(n), f"{info.modified:%Y-%m-%d %H:%M}  {info.message_count:>4} msgs  {info.id[:13]}  {title}"))
+    return out
+
+
 async def choose(question: str, options: list[tuple[str, str]]) -> str | None:
     """One of `options` ((key, text)) by arrows + Enter or by its key; None when cancelled. The
     first option is selected at the start; nothing is pre-typed."""
@@ -183,9 +192,10 @@ async def choose(question: str, options: list[tuple[str, str]]) -> str | None:
 
     def text() -> FormattedText:
         out: list[tuple[str, str]] = [("bold", question + "\n")]
+        width = max(len(key) for key, _ in options)
         for n, (key, label) in enumerate(options):
             selected = n == state["i"]
-            out.append(("reverse" if selected else "", f"{'›' if selected else ' '} [{key}] {label}"))
+            out.append(("reverse" if selected else "", f"{'›' if selected else ' '} [{key:>{width}}] {label}"))
             out.append(("", "\n"))
         out.append(("fg:ansibrightblack", "↑↓ move · Enter choose · Esc cancel"))
         return FormattedText(out)
@@ -201,7 +211,8 @@ async def choose(question: str, options: list[tuple[str, str]]) -> str | None:
     for key in ("escape", "c-c"):
         keys.add(key)(lambda e: e.app.exit(result=None))
     for option_key, _ in options:
-        keys.add(option_key)(lambda e, k=option_key: e.app.exit(result=k))
+        if len(option_key) == 1:  # a one-key shortcut (n/y/c, 1-9)
+            keys.add(option_key)(lambda e, k=option_key: e.app.exit(result=k))
     control = FormattedTextControl(text, focusable=True, show_cursor=False)
     app: Application[str | None] = Application(layout=Layout(HSplit([Window(control)])), key_bindings=keys,
                                                full_screen=False, erase_when_done=True)
