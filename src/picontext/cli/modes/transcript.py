@@ -57,8 +57,10 @@ def redraw(console: Console, branch: list[dict[str, Any]], turns: int = RECENT_T
     for entry in branch[start:]:
         kind = entry.get("type")
         if kind == "compaction":
-            console.print(Text(f"── compacted: {entry.get('tokensBefore', '?')} tokens summarized; the model "
-                               f"sees the summary from here ──", style="bold magenta"))
+            before = entry.get("tokensBefore")
+            before_text = f"{before:,}" if isinstance(before, int) else "?"
+            console.print(Text(f"── compacted: {before_text} tokens summarized; the model sees the summary from "
+                               "here ──", style="bold magenta"))
             console.print(Text(render.short(str(entry.get("summary", "")), 200), style="magenta"))
         elif kind == "branch_summary":
             console.print(Text("── summary of a branch left ──", style="bold blue"))
