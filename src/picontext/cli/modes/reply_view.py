@@ -56,7 +56,8 @@ class _Region:
         if v.activity is not None:
             message, started = v.activity
             elapsed = int(time.monotonic() - started)
-            status.append(Spinner("dots", Text(f"{message}… {elapsed}s · Esc to cancel", style="bold magenta"),
+            cancel = " · Esc to cancel" if v.hints else ""
+            status.append(Spinner("dots", Text(f"{message}… {elapsed}s{cancel}", style="bold magenta"),
                                   style="magenta"))
         if v.typed:
             status.append(Text("✎ ", style="bold cyan") + Text(render.short(v.typed, options.max_width - 4)))
