@@ -461,3 +461,44 @@ def test_an_unreachable_server_is_named_in_the_chat(tmp_path: Path) -> None:
         assert "queued" not in screen
     finally:
         term.close()
+
+
+def test_continue_redraws_recent_turns_with_compactions_and_branch_summaries_marked(tmp_path: Path) -> None:
+    from picontext.session.manager import SessionManager
+
+    _, env = chat_home("http://127.0.0.1:9")  # nothing is sent: the redraw only reads the file
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+
+    def turn(sm: SessionManager, n: int) -> str:
+        sm.append_message({"role": "user", "content": f"question {n}", "timestamp": n})
+        return sm.append_message({"role": "assistant", "content": [{"type": "text", "text": f"answer {n}"}],
+                                  "api": "openai-completions", "provider": "scripted", "model": "m1",
+                                  "stopReason": "stop", "timestamp": n, "usage": usage})
+
+    sm = SessionManager.create(str(tmp_path))
+    for n in range(4):
+        turn(sm, n)
+    kept = turn(sm, 4)
+    sm.append_compaction("The user asked five questions.", kept, 5_000)
+    fork_point = turn(sm, 5)
+    turn(sm, 6)
+    sm.branch_with_summary(fork_point, "Question 6 was a dead end.")
+    turn(sm, 7)
+    term = Terminal(f"{PICONTEXT} -c", tmp_path, env)
+    try:
+        screen = term.wait_for("── end of the conversation so far ──")
+        shown = screen.split("Ctrl+D to leave.")[1]
+        # the last five turns on the path (questions 2, 3, 4, 5 and 7); the four entries before them counted
+        assert "question 1" not in shown and "> question 2" in shown
+        assert "… 4 earlier entries (picontext show for the whole branch)" in shown
+        assert "── compacted: 5,000 tokens summarized; the model sees the summary from here ──" in shown
+        assert "── summary of a branch left ──" in shown and "Question 6 was a dead end." in shown
+        assert "question 6" not in shown  # the branch left is not on the path
+        order = [shown.index(s) for s in ("> question 4", "── compacted", "> question 5", "── summary of a branch",
+                                          "> question 7", "answer 7")]
+        assert order == sorted(order)
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
