@@ -117,6 +117,11 @@ def test_chat_prompt_footer_compact_tree_quit(server: ScriptedModelServer, tmp_p
         term.send("Home")
         term.wait_until(lambda screen: any(line.startswith("›") and "user: please write notes.md" in line
                                            for line in screen.splitlines()))
+        term.send("l")  # label the entry, then back in the selector on the same entry
+        term.wait_for("Label for")
+        term.type("first ask")
+        term.wait_until(lambda screen: any(line.startswith("›") and "user: please write notes.md" in line
+                                           and "[first ask]" in line for line in screen.splitlines()))
         term.send("Enter")
         screen = term.wait_for("Summarize the branch you leave?")
         assert "› [n] No summary" in screen  # chosen with the arrows; nothing pre-typed
@@ -131,8 +136,10 @@ def test_chat_prompt_footer_compact_tree_quit(server: ScriptedModelServer, tmp_p
     finally:
         term.close()
     [path] = list((home / "sessions").rglob("*.jsonl"))
-    kinds = [json.loads(line)["type"] for line in path.read_text().splitlines()]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    kinds = [entry["type"] for entry in lines]
     assert "compaction" in kinds
+    assert [e["label"] for e in lines if e["type"] == "label"] == ["first ask"]
 
 
 def test_chat_needs_a_terminal(tmp_path: Path) -> None:

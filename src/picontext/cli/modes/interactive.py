@@ -417,9 +417,21 @@ class ChatUI:
             if not rows:
                 self.view.line("The session is empty", "dim")
                 return
-            target = await TreePicker(rows, height=max(8, self.console.height - 6)).run()
-            if target is None:
-                return
+            selected: str | None = None
+            while True:
+                picker = TreePicker(rows, height=max(8, self.console.height - 6))
+                if selected is not None:
+                    picker.selected = selected
+                target = await picker.run()
+                if target is None:
+                    return
+                if picker.action != "label":
+                    break
+                label = await self.ask(f"Label for {target[:8]} (empty clears it): ")
+                if label is not None:
+                    self.c.manager.append_label_change(target, label.strip() or None)
+                selected = target
+                rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
         if self.c.manager.get_entry(target) is None:
             matches = [e["id"] for e in self.c.manager.get_entries() if str(e.get("id", "")).startswith(target)]
             if len(matches) != 1:

@@ -3,7 +3,7 @@
 Both run as small prompt_toolkit applications below the transcript (not full screen):
 ↑/↓ (or k/j) move, PgUp/PgDn and Home/End jump, Enter picks, Esc or q cancels. The tree
 selector draws branches as a tree (├─ └─ │), marks the current path and the leaf, shows labels,
-and folds a subtree with ← (→ unfolds it again).
+folds a subtree with ← (→ unfolds it again), and `l` labels the selected entry.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _page(size: int) -> int:
 class TreePicker:
     """Pick an entry of the tree; `run()` returns its id, or None when cancelled."""
 
-    HINT = "↑↓ move · ← fold · → unfold · Enter go there · Esc cancel"
+    HINT = "↑↓ move · ← fold · → unfold · l label · Enter go there · Esc cancel"
 
     def __init__(self, rows: list[TreeRow], height: int = 20) -> None:
         self.rows = rows
@@ -107,6 +107,7 @@ class TreePicker:
         self.height = max(5, height)
         start = next((i for i, r in enumerate(rows) if r.leaf), len(rows) - 1)
         self.selected = rows[start].id if rows else ""
+        self.action = "go"  # or "label": the user asked to label the selected entry
 
     def visible(self) -> list[TreeRow]:
         return [r for r in self.rows if not any(a in self.folded for a in r.ancestors)]
@@ -167,6 +168,12 @@ class TreePicker:
         keys.add("left")(lambda e: self.fold())
         keys.add("right")(lambda e: self.unfold())
         keys.add("enter")(lambda e: e.app.exit(result=self.selected))
+
+        @keys.add("l")
+        def _(event: Any) -> None:
+            self.action = "label"
+            event.app.exit(result=self.selected)
+
         for key in ("escape", "q", "c-c"):
             keys.add(key)(lambda e: e.app.exit(result=None))
         control = FormattedTextControl(self.text, focusable=True, show_cursor=False)
