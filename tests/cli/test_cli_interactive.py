@@ -509,3 +509,15 @@ def test_continue_redraws_recent_turns_with_compactions_and_branch_summaries_mar
         term.wait_for("EXITED-0")
     finally:
         term.close()
+
+
+def test_print_mode_on_a_terminal_does_not_wait_for_stdin(server: ScriptedModelServer, tmp_path: Path) -> None:
+    _, env = chat_home(server.url)
+    server.expect(text("Hello from print mode."))
+    term = Terminal(f'{PICONTEXT} -p "say hello" --no-session', tmp_path, env)
+    try:
+        screen = term.wait_for("EXITED-0")
+        assert "Hello from print mode." in screen
+    finally:
+        term.close()
+    assert server.requests[0].json["messages"][-1]["content"] == [{"type": "text", "text": "say hello"}]
