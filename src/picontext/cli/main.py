@@ -63,13 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
 _VALUE_OPTIONS = frozenset({"-p", "--print", "--mode", "--model", "--thinking", "--session"})
 
 
-def route(argv: Sequence[str], commands: Callable[[], set[str]]) -> list[str]:
+def route(argv: Sequence[str], is_command: Callable[[str], bool]) -> list[str]:
     """`picontext fix the bug` -> `picontext chat fix the bug`; `picontext -p X` -> `picontext run -p X`.
 
     The first word that is not an option decides: a command name runs that command; anything else
     is the start of a prompt. `--` ends the options, so `picontext -- tree of life` is a chat
-    prompt that starts with a command name (as is `picontext chat tree of life`). `commands` is
-    called only when a word has to be checked, so the common cases need no command module."""
+    prompt that starts with a command name (as is `picontext chat tree of life`). `is_command` is
+    called only for the first word that is not an option."""
     args = list(argv)
     printing = False
     i = 0
@@ -89,7 +89,7 @@ def route(argv: Sequence[str], commands: Callable[[], set[str]]) -> list[str]:
                 i += 1  # `-r ID`
             i += 1
             continue
-        if token in commands():
+        if is_command(token):
             return args
         break
     return ["run" if printing else "chat", *args]
@@ -110,7 +110,7 @@ def command_names(parser: argparse.ArgumentParser) -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     raw = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(route(raw, lambda: command_names(parser)) if raw else raw)
+    args = parser.parse_args(route(raw, command_names(parser).__contains__) if raw else raw)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         handler = _default_handler(args)
