@@ -19,12 +19,12 @@ from typing import Any
 from picontext import _json
 from picontext.cli.loading import add_file_argument, load_session
 from picontext.cli.main import described
+from picontext.cli.store_cmds import open_session, store_url
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
 from picontext.compaction.settings import CompactionSettings, load_settings
 from picontext.errors import ConfigError
-from picontext.session.manager import SessionManager
 from picontext.session.projection import build_session_path, build_session_projection
 
 
@@ -130,8 +130,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.strategy != "mask" and model_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
     completion = _completion(model_ref)
-    args.file = load_session(args.file).path  # one-line errors before anything is opened for writing
-    manager = SessionManager.open(args.file)
+    loaded = load_session(args.file)  # one-line errors before anything is opened for writing
+    if store_url() is None:
+        args.file = loaded.path  # an id, a prefix or nothing named this file
+    manager = open_session(args.file)
     if args.leaf is not None and manager.get_entry(args.leaf) is None:
         raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")
     settings = settings_for(manager.get_cwd())

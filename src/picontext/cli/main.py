@@ -28,11 +28,23 @@ def described(description: str, *examples: str) -> dict[str, Any]:
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
     "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds",
+    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The module that registers each command: a call whose first argument names a command imports that
+# module only (the agent, rich and the providers are not loaded to print a context).
+COMMAND_OWNERS = {
+    "context": "inspect_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
+    "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
+    "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
+    "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a module of COMMAND_MODULES) just that module's commands
+    and no top-level session flags (which cannot come before a command's name anyway)."""
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
@@ -49,10 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
     parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
                         help="print mode output: text (the reply) or json (one event per line)")
-    if importlib.util.find_spec("picontext.cli.modes.common") is not None:
+    if only is None and importlib.util.find_spec("picontext.cli.modes.common") is not None:
         importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         module_name = f"picontext.cli.{name}"
         if importlib.util.find_spec(module_name) is not None:  # modules of work in progress may be absent
             importlib.import_module(module_name).register(sub)
@@ -100,6 +112,12 @@ def looks_like_session_id(word: str) -> bool:
     return len(word) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in word)
 
 
+def _is_command(word: str) -> bool:
+    """From the command map; only a word not in it builds the whole parser (to find commands a
+    module registers without an entry in COMMAND_OWNERS)."""
+    return word in COMMAND_OWNERS or word in command_names(build_parser())
+
+
 def command_names(parser: argparse.ArgumentParser) -> set[str]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -108,9 +126,17 @@ def command_names(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    raw = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(route(raw, command_names(parser).__contains__) if raw else raw)
+    from picontext.cli.store_cmds import apply_store_flag
+
+    # `--store URL` is valid everywhere on the command line
+    arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
+    if arguments:  # `picontext fix the bug`: words that are not a command are a prompt
+        arguments = route(arguments, _is_command)
+    owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
+    if owner is not None and importlib.util.find_spec(f"picontext.cli.{owner}") is None:
+        owner = None
+    parser = build_parser(only=owner)
+    args = parser.parse_args(arguments)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         handler = _default_handler(args)

@@ -61,14 +61,15 @@ def flag(args: argparse.Namespace, name: str) -> Any:
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def pick_session(cwd: str) -> str:
-    """Ask which recent session to resume (an arrow-key list, newest first); returns its path."""
+def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
+    """Ask which recent session to resume (an arrow-key list, newest first); returns its path.
+    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
     import asyncio
 
     from picontext.cli.modes.pickers import choose, session_options
     from picontext.session.listing import list_sessions
 
-    infos = list_sessions(cwd)[:20]
+    infos = (list_sessions(cwd) if infos is None else infos)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
     if not sys.stdin.isatty() or not sys.stdout.isatty():
@@ -89,7 +90,12 @@ def _resume_word_is_prompt(args: argparse.Namespace) -> None:
 
 
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    from picontext.cli.store_cmds import open_stored_manager, store_url
+
     _resume_word_is_prompt(args)
+    url = store_url()
+    if url is not None:  # --store URL: the same choices, in the session database
+        return open_stored_manager(args, cwd, url)
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
