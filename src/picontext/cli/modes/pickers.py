@@ -31,7 +31,7 @@ class TreeRow:
     on_path: bool
     leaf: bool
     label: str | None
-    ancestors: tuple[str, ...]  # ids of the shown rows above this one in the tree
+    parent: str | None  # the shown row above this one in the tree
     children: list[str] = field(default_factory=list)
 
 
@@ -64,19 +64,19 @@ def tree_rows(manager: Any, width: int = 100) -> list[TreeRow]:
 
     rows: list[TreeRow] = []
     by_id: dict[str, TreeRow] = {}
-    stack: list[tuple[Any, str, str, tuple[str, ...]]] = [
-        (n, "", "", ()) for n in reversed(shown_children(_Root))]
+    stack: list[tuple[Any, str, str, str | None]] = [
+        (n, "", "", None) for n in reversed(shown_children(_Root))]
     while stack:
-        node, prefix, child_prefix, ancestors = stack.pop()
+        node, prefix, child_prefix, parent = stack.pop()
         entry = node.entry
         row = TreeRow(entry["id"], prefix, render.entry_summary(entry, width), entry["id"] in on_path,
-                      entry["id"] == leaf, node.label, ancestors)
+                      entry["id"] == leaf, node.label, parent)
         rows.append(row)
         by_id[row.id] = row
-        if ancestors:
-            by_id[ancestors[-1]].children.append(row.id)
+        if parent is not None:
+            by_id[parent].children.append(row.id)
         kids = shown_children(node)
-        inner = (*ancestors, row.id)
+        inner = row.id
         if len(kids) == 1:
             stack.append((kids[0], child_prefix, child_prefix, inner))
         else:
@@ -110,7 +110,17 @@ class TreePicker:
         self.action = "go"  # or "label": the user asked to label the selected entry
 
     def visible(self) -> list[TreeRow]:
-        return [r for r in self.rows if not any(a in self.folded for a in r.ancestors)]
+        """The rows not inside a folded subtree; one pass, since parents come before children."""
+        if not self.folded:
+            return self.rows
+        hidden: set[str] = set()
+        out = []
+        for row in self.rows:
+            if row.parent is not None and (row.parent in self.folded or row.parent in hidden):
+                hidden.add(row.id)
+            else:
+                out.append(row)
+        return out
 
     def _index(self, rows: list[TreeRow]) -> int:
         return next((i for i, r in enumerate(rows) if r.id == self.selected), 0)
@@ -124,8 +134,8 @@ class TreePicker:
         row = next(r for r in self.rows if r.id == self.selected)
         if row.children and row.id not in self.folded:
             self.folded.add(row.id)
-        elif row.ancestors:
-            self.selected = row.ancestors[-1]
+        elif row.parent is not None:
+            self.selected = row.parent
 
     def unfold(self) -> None:
         self.folded.discard(self.selected)
@@ -151,7 +161,12 @@ class TreePicker:
         return FormattedText(out)
 
     def _hidden(self, row: TreeRow) -> int:
-        return sum(1 for r in self.rows if row.id in r.ancestors)
+        """How many rows the folded `row` hides (its descendants)."""
+        inside = {row.id}
+        for other in self.rows:
+            if other.parent in inside:
+                inside.add(other.id)
+        return len(inside) - 1
 
     async def run(self) -> str | None:
         if not self.rows:
