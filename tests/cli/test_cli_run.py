@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import run_main
 
 from picontext.testing import ScriptedModelServer, overflow, text, tool_call
 
@@ -33,6 +34,9 @@ def run(home: Path, cwd: Path, *args: str, stdin: str | None = None, command: tu
         ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PICONTEXT_DIR"] = str(home)
+    if stdin is None and command == ("run",):
+        return run_main("run", *args, cwd=cwd, env=env)
+    # a real pipe on stdin, or the words routed by `python -m picontext` itself
     return subprocess.run(
         [sys.executable, "-m", "picontext", *command, *args], capture_output=True, text=True, cwd=cwd, env=env,
         timeout=60, input=stdin, stdin=subprocess.DEVNULL if stdin is None else None,

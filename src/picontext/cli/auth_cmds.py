@@ -44,6 +44,8 @@ def register(sub: Any) -> None:
                                       "terminal) and never printed.", "picontext auth set openai",
                                       "printenv OPENROUTER_KEY | picontext auth set openrouter"))
     sp.add_argument("provider", help="provider name, as in `picontext models list`")
+    # Swallowed so that argparse's "unrecognized arguments: <the key>" never echoes a key.
+    sp.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
     sp.set_defaults(handler=cmd_auth_set)
     lp = asub.add_parser("list", help="providers with a key, and where it comes from (redacted)",
                           **described("Providers with a key and where it comes from (environment or auth file), "
@@ -80,6 +82,10 @@ def _read_key(provider: str) -> str:
 
 
 def cmd_auth_set(args: argparse.Namespace) -> int:
+    if getattr(args, "extra", None):
+        # Not repeated back: it is most likely the key, and error output ends up in logs.
+        raise CliError("`auth set` takes only PROVIDER; pipe the key on stdin, e.g. "
+                       f"`printenv KEY | picontext auth set {args.provider}` (the argument was not stored)")
     provider = _check_provider(args.provider)
     key = _read_key(provider)
     if not key:

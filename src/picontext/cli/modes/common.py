@@ -23,7 +23,7 @@ from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
-from picontext.cli.loading import session_path
+from picontext.cli.loading import CappedWarnings, check_regular_file, session_path
 from picontext.cli.main import CliError, looks_like_session_id
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
@@ -96,18 +96,22 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     url = store_url()
     if url is not None:  # --store URL: the same choices, in the session database
         return open_stored_manager(args, cwd, url)
+    warn = CappedWarnings()
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
-        return SessionManager.open(session_path(args.session, cwd, create=True))
+        path = session_path(args.session, cwd, create=True)
+        # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
+        check_regular_file(path, missing_ok=True)
+        return SessionManager.open(path, warn=warn)
     resume = flag(args, "resume")
     if isinstance(resume, str):
-        return SessionManager.open(session_path(resume, cwd))
+        return SessionManager.open(session_path(resume, cwd), warn=warn)
     if resume:
-        return SessionManager.open(pick_session(cwd))
+        return SessionManager.open(pick_session(cwd), warn=warn)
     if flag(args, "continue_"):
-        return SessionManager.continue_recent(cwd)
-    return SessionManager.create(cwd)
+        return SessionManager.continue_recent(cwd, warn=warn)
+    return SessionManager.create(cwd, warn=warn)
 
 
 def settings_model() -> str | None:

@@ -34,6 +34,7 @@ from rich.text import Text
 
 from picontext.agent.session import SessionBusyError
 from picontext.ai.types import content_text
+from picontext.cli import render
 from picontext.cli.loading import session_path
 from picontext.cli.main import CliError
 from picontext.cli.modes.common import (
@@ -147,7 +148,8 @@ class ChatUI:
 
     def __init__(self, controller: Controller, console: Console | None = None, *, cwd: str | None = None,
                  thinking: Any = None) -> None:
-        self.console = console or Console(highlight=False)
+        # session text (replies, tool output) is untrusted: its control characters are made visible
+        self.console = console or render.SafeConsole(highlight=False)
         self.cwd = cwd or os.getcwd()
         self.thinking = thinking
         self.view = ReplyView(self.console)
