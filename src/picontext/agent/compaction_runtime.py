@@ -148,7 +148,7 @@ class CompactionRuntime:
     def _is_projected(self, entry_id: str | None) -> bool:
         if entry_id is None:
             return True
-        return self.s.manager.contributes_to_context(entry_id)  # type: ignore[no-any-return]
+        return self.s.manager.contributes_to_context(entry_id)
 
     # -- check A -------------------------------------------------------------------------------
 

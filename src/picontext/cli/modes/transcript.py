@@ -35,7 +35,8 @@ def _reply(console: Console, message: dict[str, Any]) -> None:
             if len(lines) > REPLY_LINES:
                 console.print(Text(f"  … +{len(lines) - REPLY_LINES} lines", style="dim"))
         elif block.get("type") == "toolCall":
-            args = block.get("arguments") if isinstance(block.get("arguments"), dict) else {}
+            arguments = block.get("arguments")
+            args: dict[str, Any] = arguments if isinstance(arguments, dict) else {}
             shown_args = " ".join(f"{k}={render.short(v if isinstance(v, str) else repr(v), 50)}"
                                   for k, v in args.items())
             console.print(Text(f"▸ {block.get('name')} {render.short(shown_args, 150)}", style="cyan"))

@@ -27,7 +27,7 @@ _ESC_WAIT = 0.05
 
 
 class TypeAhead:
-    def __init__(self, *, on_abort: Callable[[], None], on_send: Callable[[str, str], None],
+    def __init__(self, *, on_abort: Callable[[], None], on_send: Callable[[str, str], bool],
                  on_change: Callable[[str], None], on_expand: Callable[[], None]) -> None:
         self.text = ""
         self._on_abort = on_abort
