@@ -97,17 +97,18 @@ def read_index(real_path: str) -> IndexData | None:
 
 def write_index(real_path: str, data: IndexData) -> None:
     """Atomically (tmp + rename); any failure only costs speed next time."""
-    target = index_path(real_path)
     try:
-        encoded = _encoder.encode(data)
-    except (ValueError, TypeError):  # e.g. a first message with a lone surrogate: no index, same answer
-        return
-    with contextlib.suppress(OSError):
+        payload = _encoder.encode(data)
+    except (UnicodeEncodeError, msgspec.EncodeError):
+        return  # e.g. a lone surrogate in the first message: msgpack cannot hold it; no index then
+    target = index_path(real_path)
+    # UnicodeEncodeError: a name or first message with a lone surrogate (valid in a session file)
+    with contextlib.suppress(OSError, UnicodeEncodeError):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:
-                f.write(encoded)
+                f.write(payload)
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(FileNotFoundError):
