@@ -21,7 +21,7 @@ class CliError(Exception):
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
     "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds",
+    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "export_cmds", "serve_cmds",
 )
 
 

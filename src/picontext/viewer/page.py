@@ -1,0 +1,53 @@
+"""One self-contained HTML page from the view data: CSS, script and data inlined, nothing fetched.
+
+Session text reaches the page only as JSON inside two non-executable `<script>` elements, with
+`<`, `>`, `&` and the JavaScript line separators written as `\\u` escapes, so no sequence in the
+data can close the element or open a tag. The script renders with DOM text APIs only, and a
+Content-Security-Policy allows exactly the page's own script (by hash) and no network except,
+for `picontext serve`, the page's own origin.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from picontext import __version__, _json
+
+__all__ = ["embed_json", "render_page"]
+
+_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def embed_json(data: bytes) -> str:
+    """JSON text safe inside a `<script>` element (still valid JSON: those characters only occur in strings)."""
+    return data.decode("utf-8").translate(_ESCAPES)
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("picontext.viewer").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | None = None, stamp: str = "") -> str:
+    """The page; with `live_url` it polls that URL (same origin) and redraws when the session grows."""
+    script = _asset("viewer.js")
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    connect = "'self'" if live_url else "'none'"
+    csp = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+           f"connect-src {connect}; base-uri 'none'; form-action 'none'")
+    attrs = ""
+    if live_url:
+        attrs = f' data-live="{html.escape(live_url, quote=True)}" data-stamp="{html.escape(stamp, quote=True)}"'
+    page = _asset("page.html")
+    # Data last: replacing into it could otherwise substitute placeholders that session text contains.
+    for key, value in (("CSP", html.escape(csp, quote=True)), ("VERSION", __version__), ("CSS", _asset("viewer.css")),
+                       ("BODY_ATTRS", attrs), ("JS", script)):
+        page = page.replace("{{" + key + "}}", value)
+    head, _, rest = page.partition("{{META}}")
+    middle, _, tail = rest.partition("{{LINES}}")
+    return "".join((head, embed_json(_json.dumps(meta)), middle, embed_json(b"\n".join(lines)), tail))
