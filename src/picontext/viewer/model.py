@@ -25,13 +25,14 @@ from picontext.compaction.verify import parse_ledger
 from picontext.errors import PicontextError
 from picontext.session.dropped import dropped_entries, entry_text
 from picontext.session.manager import SessionManager
-from picontext.session.projection import field_of, fold_path
+from picontext.session.projection import field_of, fold_path, hashable
 from picontext.viewer.timeline import build_timeline
 
 __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview"]
 
-PREVIEW_CHARS = 120
+PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
+_WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by position
 
 
 def _short(text: str, width: int = PREVIEW_CHARS) -> str:
@@ -186,7 +187,9 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
     branch_index = [position[id(e)] for e in branch]
     leaf_index = branch_index[-1] if branch_index else None
 
-    dropped = [[d.entry_id, d.role, d.why, d.by, d.chars, d.preview] for d in dropped_entries(manager)]
+    on_branch = {field_of(e, "id"): i for e, i in zip(branch, branch_index, strict=True) if hashable(field_of(e, "id"))}
+    dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
+                on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_entries(manager)]
 
     catalog = catalog if catalog is not None else _safe_catalog()
     last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"), None)
@@ -198,11 +201,14 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
     timeline = build_timeline(branch, _window_lookup(catalog))
 
     compactions = []
-    for pos, entry in enumerate(branch):
-        if field_of(entry, "type") != "compaction":
-            continue
-        before = fold_path(branch[:pos])
-        after = {id(e) for e in fold_path(branch[: pos + 1])}
+    previous_from = 0
+    for mark in timeline.compactions:
+        pos, entry = mark.position, branch[mark.position]
+        # The context just before and just after the compaction; folding from the previous
+        # compaction's kept part gives what folding the whole prefix gives, in linear total time.
+        before = fold_path(branch[previous_from:pos])
+        after = {id(e) for e in fold_path(branch[mark.fold_from: pos + 1])}
+        previous_from = mark.fold_from
         summarized = [position[id(e)] for e in before
                       if id(e) not in after and field_of(e, "type") in _CONTENT
                       and field_of(field_of(e, "message"), "role") != "system"]
@@ -213,15 +219,16 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
                             "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
                             "details": entry.get("details") if isinstance(entry.get("details"), dict) else None})
 
+    models: dict[str, int] = {}
     meta = {
         "version": 1,
         "file": file_name,
         "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
         "name": manager.get_session_name(),
         "ids": ids,
-        "kinds": [str(field_of(e, "type")) for e in entries],
-        "roles": [str(field_of(field_of(e, "message"), "role") or "") if field_of(e, "type") == "message"
-                  else "" for e in entries],
+        "kinds": _codes([str(field_of(e, "type")) for e in entries]),
+        "roles": _codes([str(field_of(field_of(e, "message"), "role") or "") if field_of(e, "type") == "message"
+                         else "" for e in entries]),
         "flags": [_flags(e) for e in entries],
         "previews": [entry_preview(e) for e in entries],
         "order": order,
@@ -232,8 +239,9 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
         "dropped": dropped,
         "compactions": compactions,
         "plot": {
-            "requests": [[branch_index[r.position], r.reported, r.estimate, r.window, r.model]
-                         for r in timeline.requests],
+            "requests": [[branch_index[r.position], r.reported, r.estimate, r.window,
+                          models.setdefault(r.model, len(models))] for r in timeline.requests],
+            "models": list(models),
             "compactions": [[branch_index[c.position], c.requests_before, c.tokens_before, c.tokens_after,
                              c.overflow] for c in timeline.compactions],
             "overflows": [branch_index[p] for p in timeline.overflows],
@@ -243,6 +251,12 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
     }
     lines = [_json.dumps(e) for e in entries]
     return meta, lines
+
+
+def _codes(values: list[str]) -> dict[str, Any]:
+    """A column of few distinct strings as `{names, codes}` (the page expands it)."""
+    names: dict[str, int] = {}
+    return {"codes": [names.setdefault(v, len(names)) for v in values], "names": list(names)}
 
 
 def _model_ref(assistant_entry: Any) -> dict[str, Any] | None:

@@ -1,15 +1,17 @@
 """One self-contained HTML page from the view data: CSS, script and data inlined, nothing fetched.
 
-Session text reaches the page only as JSON inside two non-executable `<script>` elements, with
-`<`, `>`, `&` and the JavaScript line separators written as `\\u` escapes, so no sequence in the
-data can close the element or open a tag. The script renders with DOM text APIs only, and a
-Content-Security-Policy allows exactly the page's own script (by hash) and no network except,
-for `picontext serve`, the page's own origin.
+Session text reaches the page only inside two non-executable `<script>` elements: the compact
+meta as JSON with `<`, `>`, `&` and the line separators written as `\\u` escapes, the entries as
+base64 of gzip-compressed JSON lines (inflated by the browser's `DecompressionStream` after the
+first paint). No character of the data can close the element or open a tag.
+The script renders with DOM text APIs only, and a Content-Security-Policy allows exactly the
+page's own script (by hash) and no network except, for `picontext serve`, the page's own origin.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import html
 from functools import cache
@@ -18,13 +20,20 @@ from typing import Any
 
 from picontext import __version__, _json
 
-__all__ = ["embed_json", "render_page"]
+__all__ = ["embed_json", "pack", "render_page"]
+
+
+def pack(data: bytes) -> str:
+    """base64(gzip(data)): what the page's `unpack` reads back (fixed mtime: same input, same page)."""
+    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
+
 
 _ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 def embed_json(data: bytes) -> str:
-    """JSON text safe inside a `<script>` element (still valid JSON: those characters only occur in strings)."""
+    """JSON text that cannot end a `<script>` element or open a tag (still the same JSON: those
+    characters can only occur inside strings, where the escapes mean the same)."""
     return data.decode("utf-8").translate(_ESCAPES)
 
 
@@ -50,4 +59,4 @@ def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | Non
         page = page.replace("{{" + key + "}}", value)
     head, _, rest = page.partition("{{META}}")
     middle, _, tail = rest.partition("{{LINES}}")
-    return "".join((head, embed_json(_json.dumps(meta)), middle, embed_json(b"\n".join(lines)), tail))
+    return "".join((head, embed_json(_json.dumps(meta)), middle, pack(b"\n".join(lines)), tail))

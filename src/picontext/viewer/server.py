@@ -27,7 +27,7 @@ from picontext.session.listing import SessionInfo
 from picontext.session.migrations import migrate_to_current
 from picontext.session.store import read_session_file
 from picontext.viewer.model import build_view
-from picontext.viewer.page import render_page
+from picontext.viewer.page import pack, render_page
 
 __all__ = ["ViewerServer", "session_key"]
 
@@ -180,8 +180,7 @@ class ViewerServer:
                     body = orjson.dumps({"stamp": stamp})
                 else:
                     meta, lines = _view(path)
-                    body = orjson.dumps({"stamp": stamp, "meta": meta,
-                                         "lines": b"\n".join(lines).decode("utf-8", "surrogatepass")})
+                    body = orjson.dumps({"stamp": stamp, "meta": meta, "lines": pack(b"\n".join(lines))})
                 self._send(200, body, "application/json")
 
         return Handler

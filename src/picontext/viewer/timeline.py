@@ -59,6 +59,7 @@ class CompactionMark:
     tokens_before: Any
     tokens_after: int | float
     overflow: bool  # it recovered from a context overflow (the previous request overflowed)
+    fold_from: int = 0  # its kept part starts here: no position before it matters to later projections
 
 
 @dataclass(slots=True)
@@ -73,9 +74,13 @@ def _projection_of(prefix: Sequence[Any]) -> SessionProjection:
     return SessionProjection(projected, [m for p in projected for m in p.messages])
 
 
-def estimate_before(path: Sequence[Any], position: int) -> int | float:
-    """The estimator itself on the context seen by a request at `position` (the slow, exact way)."""
-    prefix = list(path[:position])
+def estimate_before(path: Sequence[Any], position: int, start: int = 0) -> int | float:
+    """The estimator itself on the context seen by a request at `position` (the slow, exact way).
+
+    `start` may skip a prefix that cannot matter: everything before the kept part of the newest
+    compaction (the fold and the anchor search then see the same entries).
+    """
+    prefix = list(path[start:position])
     return estimate_projected_context_tokens(_projection_of(prefix), prefix)["tokens"]
 
 
@@ -86,11 +91,16 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
     trailing = 0
     edit_targets: set[Any] = set()
     last_request_overflowed = False
+    first_at: dict[Any, int] = {}  # id -> first position on the path (fold_path looks ids up that way)
+    fold_from = 0  # where the kept part of the newest compaction starts
     for pos, entry in enumerate(path):
+        key = field_of(entry, "id")
+        if hashable(key) and key not in first_at:
+            first_at[key] = pos
         kind = field_of(entry, "type")
         message = entry.get("message") if kind == "message" else None
         if field_of(message, "role") == "assistant":
-            estimate = anchor + trailing if anchor is not None else estimate_before(path, pos)
+            estimate = anchor + trailing if anchor is not None else estimate_before(path, pos, fold_from)
             usage = get_assistant_usage(message)
             provider, model = str(message.get("provider", "?")), str(message.get("model", "?"))
             window = window_of(provider, model)
@@ -106,9 +116,13 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
                 if hashable(target):
                     edit_targets.add(target)
             else:
+                kept = entry.get("firstKeptEntryId")
+                kept_at = first_at.get(kept, pos) if hashable(kept) else pos
+                # A compaction whose id repeats an earlier one is folded at that earlier place: start over.
+                fold_from = min(kept_at, pos) if first_at.get(key) == pos else 0
                 out.compactions.append(CompactionMark(
-                    pos, len(out.requests), entry.get("tokensBefore"), estimate_before(path, pos + 1),
-                    last_request_overflowed))
+                    pos, len(out.requests), entry.get("tokensBefore"), estimate_before(path, pos + 1, fold_from),
+                    last_request_overflowed, fold_from))
             continue
         if kind not in _CONTENT:
             continue

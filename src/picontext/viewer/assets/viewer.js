@@ -4,11 +4,13 @@
   'use strict';
   var ROW = 22;
   var D = null;          // meta (see viewer/model.py)
-  var LINES = [];        // one JSON line per entry, parsed on demand
+  var LINES = null;      // one JSON line per entry, parsed on demand; null until inflated
+  var linesReady = null; // promise of LINES
   var parsed = new Map();
   var lowered = null;    // lowercased lines, built on the first search
   var S = { filter: 'default', query: '', selected: null, tab: 'context', rows: [] };
   var idIndex = null, labelOf = null, onBranch = null, stateOf = null, compactionAt = null;
+  var WHY = ['compacted', 'omitted', 'replaced'];  // dropped rows are [entry, why, by entry or -1, chars]
 
   function $(id) { return document.getElementById(id); }
   function el(tag, cls, text) {
@@ -27,13 +29,30 @@
   function kindOf(i) { return D.kinds[i] === 'message' ? (D.roles[i] || 'message') : D.kinds[i]; }
 
   // ---------------------------------------------------------------- data
-  function load(meta, lines) {
-    D = meta; LINES = lines; parsed = new Map(); lowered = null;
+  // base64(gzip(utf-8)) -> text, with the browser's own inflater.
+  function unpack(b64) {
+    var bytes;
+    if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(b64.trim());
+    else { var bin = atob(b64.trim()); bytes = new Uint8Array(bin.length); for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i); }
+    return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
+  }
+  function withLines(fn) { if (LINES) fn(); else linesReady.then(fn); }
+  function load(meta, packedLines) {
+    D = meta; LINES = null; parsed = new Map(); lowered = null;
+    linesReady = new Promise(function (ok) { setTimeout(ok, 0); }).then(function () { return unpack(packedLines); }).then(function (text) {
+      if (D !== meta) return LINES;
+      LINES = text.split('\n'); document.body.dataset.lines = String(LINES.length); return LINES;
+    });
     idIndex = new Map(); labelOf = new Map(); onBranch = new Uint8Array(D.ids.length); stateOf = new Map(); compactionAt = new Map();
     for (var i = 0; i < D.ids.length; i++) if (!idIndex.has(D.ids[i])) idIndex.set(D.ids[i], i);
     D.labels.forEach(function (l) { labelOf.set(l[0], l[1]); });
     D.branch.forEach(function (i) { onBranch[i] = 1; });
-    D.dropped.forEach(function (d) { stateOf.set(d[0], d); });
+    // Expand the compact columns (see viewer/model.py).
+    ['kinds', 'roles'].forEach(function (k) {
+      var col = D[k]; if (!col || !col.codes) return;
+      var out = new Array(col.codes.length); for (var j = 0; j < out.length; j++) out[j] = col.names[col.codes[j]]; D[k] = out;
+    });
+    D.dropped.forEach(function (d) { if (d[0] >= 0) stateOf.set(d[0], d); });
     D.compactions.forEach(function (c, k) { compactionAt.set(c.index, k); });
   }
 
@@ -76,6 +95,7 @@
   }
   function refilter() {
     S.tokens = S.query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (S.tokens.length && !LINES) { $('count').textContent = 'reading entries…'; withLines(refilter); return; }
     var rows = [];
     for (var k = 0; k < D.order.length; k++) if (passes(D.order[k])) rows.push(k);
     S.rows = rows;
@@ -105,15 +125,15 @@
     row.dataset.id = D.ids[i];
     row.dataset.kind = kind;
     if (!onBranch[i]) row.classList.add('off-branch');
-    var st = stateOf.get(D.ids[i]);
-    if (st) row.classList.add(st[2]);
+    var st = stateOf.get(i);
+    if (st) row.classList.add(WHY[st[1]]);
     if (i === S.selected) row.classList.add('sel');
     if (D.prefix[k]) add(row, el('span', 'pre', D.prefix[k]));
     var known = { user: 1, assistant: 1, toolResult: 1, bashExecution: 1, compaction: 1, branch_summary: 1, context_edit: 1 };
     add(row, el('span', 'who ' + (known[kind] ? 'k-' + kind : 'k-other'), kind));
     if (i === D.leaf) add(row, el('span', 'badge leaf', 'leaf'));
     if (labelOf.has(i)) add(row, el('span', 'badge label', labelOf.get(i)));
-    if (st) add(row, el('span', 'badge state', st[2]));
+    if (st) add(row, el('span', 'badge state', WHY[st[1]]));
     add(row, el('span', 'txt', ' ' + D.previews[i]));
     return row;
   }
@@ -216,6 +236,7 @@
     });
   }
   function showEntry(i) {
+    if (!LINES) { S.selected = i; $('tab-entry').textContent = 'reading entries…'; setTab('entry'); withLines(function () { showEntry(i); }); return; }
     S.selected = i;
     paintTree(true);
     var e = entry(i), tab = $('tab-entry'), kind = kindOf(i), id = D.ids[i];
@@ -227,8 +248,8 @@
     if (labelOf.has(i)) add(head, el('span', 'pill', 'label: ' + labelOf.get(i)));
     if (i === D.leaf) add(head, el('span', 'pill', 'current leaf'));
     if (!onBranch[i]) add(head, el('span', 'pill', 'not on the shown branch'));
-    var st = stateOf.get(id);
-    if (st) { var p = el('span', 'pill ' + st[2], st[2] + (st[3] ? ' by ' : '')); if (st[3]) p.appendChild(ref(st[3])); head.appendChild(p); }
+    var st = stateOf.get(i);
+    if (st) { var p = el('span', 'pill ' + WHY[st[1]], WHY[st[1]] + (st[2] >= 0 ? ' by ' : '')); if (st[2] >= 0) p.appendChild(ref(D.ids[st[2]])); head.appendChild(p); }
     tab.appendChild(head);
     if (e && e.parentId) add(tab, add(el('div', 'meta-line', 'parent '), ref(e.parentId)));
     var body = el('div', 'block'); tab.appendChild(body);
@@ -353,7 +374,7 @@
         lines.push('tokens before ' + fmt(near[2]) + '  →  after ' + fmt(near[3]) + ' (estimate)');
         cursor.setAttribute('x1', (near[1] <= 0 ? L : near[1] >= n ? W - R : (X(near[1] - 1) + X(near[1])) / 2));
       } else {
-        lines.push('request #' + (k + 1) + ' · ' + D.ids[r[0]] + ' · ' + r[4]);
+        lines.push('request #' + (k + 1) + ' · ' + D.ids[r[0]] + ' · ' + D.plot.models[r[4]]);
         lines.push('reported usage  ' + (r[1] === null ? '– (no usable usage)' : fmt(r[1])));
         lines.push('estimate before ' + fmt(r[2]));
         if (r[3]) lines.push('window ' + fmt(r[3]) + (st.enabled ? ' · threshold ' + fmt(r[3] - st.reserveTokens) : ''));
@@ -449,8 +470,9 @@
     function more() {
       var stop = Math.min(D.dropped.length, shown + 500);
       for (; shown < stop; shown++) {
-        var d = D.dropped[shown], tr = el('tr', 'dropped'); tr.dataset.id = d[0];
-        add(tr, add(el('td'), ref(d[0])), el('td', null, d[1]), el('td', null, d[2]), add(el('td'), d[3] ? ref(d[3]) : null), el('td', 'num', fmt(d[4])), el('td', null, d[5]));
+        var d = D.dropped[shown], tr = el('tr', 'dropped'); tr.dataset.id = D.ids[d[0]]; tr.dataset.why = WHY[d[1]];
+        add(tr, add(el('td'), ref(D.ids[d[0]])), el('td', null, kindOf(d[0])), el('td', null, WHY[d[1]]),
+          add(el('td'), d[2] >= 0 ? ref(D.ids[d[2]]) : null), el('td', 'num', fmt(d[3])), el('td', null, D.previews[d[0]]));
         table.appendChild(tr);
       }
       var old = tab.querySelector('.more'); if (old) old.remove();
@@ -494,9 +516,12 @@
     Array.prototype.forEach.call(document.querySelectorAll('#tabs button'), function (b) { b.classList.toggle('on', b.dataset.tab === name); });
     Array.prototype.forEach.call(document.querySelectorAll('.tab'), function (t) { t.classList.toggle('on', t.id === 'tab-' + name); });
   }
+  var times = {};
+  function timed(name, fn) { var t = performance.now(); fn(); times[name] = Math.round(performance.now() - t); }
   function renderAll() {
-    renderHeader(); refilter(); renderPlot(); renderCompactions(); renderDropped(); renderSession();
-    if (S.selected !== null && S.selected < D.ids.length) { var tab = S.tab; showEntry(S.selected); setTab(tab); }
+    timed('header', renderHeader); timed('tree', refilter); timed('plot', renderPlot); timed('compactions', renderCompactions);
+    timed('dropped', renderDropped); timed('session', renderSession);
+    if (S.selected !== null && S.selected < D.ids.length) { var tab = S.tab; withLines(function () { showEntry(S.selected); setTab(tab); }); }
   }
   function wire() {
     $('tree').addEventListener('scroll', function () { paintTree(false); }, { passive: true });
@@ -528,10 +553,12 @@
       fetch(url + '&stamp=1', { cache: 'no-store' }).then(function (r) { return r.json(); }).then(function (s) {
         if (s.stamp === stamp) return null;
         return fetch(url, { cache: 'no-store' }).then(function (r) { return r.json(); }).then(function (v) {
-          stamp = v.stamp; document.body.dataset.stamp = stamp;
-          load(v.meta, v.lines.split('\n'));
-          renderAll();
-          document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+          return Promise.resolve(v.meta).then(function (meta) {
+            stamp = v.stamp; document.body.dataset.stamp = stamp;
+            load(meta, v.lines);
+            renderAll();
+            document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+          });
         });
       }).catch(function () {}).then(function () { setTimeout(tick, 1000); });
     }
@@ -539,9 +566,17 @@
   }
 
   var t0 = performance.now();
-  load(JSON.parse($('pc-meta').textContent), $('pc-lines').textContent.split('\n'));
-  wire();
-  renderAll();
-  if (document.body.dataset.live) live(document.body.dataset.live);
-  document.body.dataset.ready = String(Math.round(performance.now() - t0));
+  Promise.resolve().then(function () {
+    var meta; timed('parse', function () { meta = JSON.parse($('pc-meta').textContent); });
+    timed('load', function () { load(meta, $('pc-lines').textContent); });
+    wire();
+    renderAll();
+    if (document.body.dataset.live) live(document.body.dataset.live);
+    // ms from navigation start until the tree and the plot are drawn (the tests read it)
+    document.body.dataset.ready = String(Math.round(performance.now()));
+    document.body.dataset.scriptMs = String(Math.round(performance.now() - t0));
+    document.body.dataset.timings = JSON.stringify(times);
+  }).catch(function (err) {
+    document.body.textContent = 'This page could not be read: ' + err + ' (it needs a browser with DecompressionStream).';
+  });
 })();
