@@ -151,7 +151,8 @@
 
   // ---------------------------------------------------------------- markdown (DOM only)
   function inline(parent, text) {
-    var re = /(`+)([\s\S]*?)\1|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)/g;
+    // `__x__` is left alone: file names like __init__.py are far more common in sessions than that bold.
+    var re = /(`+)([\s\S]*?)\1|\*\*([^*]+)\*\*|(?!)()|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)/g;
     var last = 0, m;
     while ((m = re.exec(text)) !== null) {
       if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
