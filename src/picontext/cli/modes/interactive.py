@@ -45,6 +45,7 @@ HELP = """\
 /thinking [level]         show or change the thinking level (off minimal low medium high xhigh)
 /name [NAME]              show or set the session's name
 /session                  session file, id, entries, tokens and cost
+/export [FILE]            write the session as a self-contained HTML page (see docs/viewer.md)
 /quit                     leave (Ctrl+D too); Ctrl+C aborts a running reply"""
 
 _SHOWN_IN_TREE = frozenset({"message", "compaction", "branch_summary", "custom_message"})
@@ -314,7 +315,7 @@ class ChatUI:
             "quit": None, "exit": None, "q": None,
             "help": self.cmd_help, "compact": self.cmd_compact, "tree": self.cmd_tree, "fork": self.cmd_fork,
             "model": self.cmd_model, "thinking": self.cmd_thinking, "name": self.cmd_name,
-            "session": self.cmd_session,
+            "session": self.cmd_session, "export": self.cmd_export,
         }
         if name not in handler:
             self.view.line(f"Unknown command /{name}; /help lists them", "red")
@@ -453,6 +454,15 @@ class ChatUI:
             self.console.print(Text(f"{key:>14}: ", style="dim") + Text(str(value)))
         if not m.is_persisted():
             self.view.line("(not saved: --no-session)", "dim")
+
+    async def cmd_export(self, arg: str) -> None:
+        from picontext.cli.export_cmds import write_export
+
+        path = self.c.manager.get_session_file()
+        if not self.c.manager.is_persisted() or not path or not os.path.exists(path):
+            raise CliError("Nothing to export yet: the session file is written with the first reply")
+        out = write_export(path, self.c.manager.get_leaf_id(), arg or None)
+        self.view.line(f"Exported to {out}", "green")
 
 
 def session_info(c: Controller) -> dict[str, Any]:
