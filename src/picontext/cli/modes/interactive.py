@@ -458,11 +458,13 @@ class ChatUI:
     async def cmd_export(self, arg: str) -> None:
         from picontext.cli.export_cmds import write_export
 
-        path = self.c.manager.get_session_file()
-        if not self.c.manager.is_persisted() or not path or not os.path.exists(path):
-            raise CliError("Nothing to export yet: the session file is written with the first reply")
-        out = write_export(path, self.c.manager.get_leaf_id(), arg or None)
-        self.view.line(f"Exported to {out}", "green")
+        def export() -> str:  # reads and renders the whole file: off the event loop
+            path = self.c.manager.get_session_file()
+            if not self.c.manager.is_persisted() or not path or not os.path.exists(path):
+                raise CliError("Nothing to export yet: the session file is written with the first reply")
+            return write_export(path, self.c.manager.get_leaf_id(), arg or None)
+
+        self.view.line(f"Exported to {await asyncio.to_thread(export)}", "green")
 
 
 def session_info(c: Controller) -> dict[str, Any]:
