@@ -175,6 +175,9 @@ def test_example_session_tree_filters_plot_and_compaction(browser: Any, shots: P
     ActionChains(browser).move_to_element(mark.find_element("css selector", "line")).perform()
     tip = browser.find_element("id", "tip")
     assert "tokens before 22,625" in tip.text and "after" in tip.text
+    # claude-sonnet-4-5's 1M window would flatten the curve: it stays off the scale, said in words
+    assert "window 1,000,000 and threshold 983,616 tokens are above this scale" in browser.find_element(
+        "id", "tab-context").text
     browser.save_screenshot(str(shots / "example-context.png"))
 
     # The compaction: its summarized entries are what `picontext dropped` lists, each opening its text.
@@ -286,3 +289,33 @@ def test_hostile_session_text_runs_no_script(browser: Any, shots: Path, tmp_path
     body = browser.execute_script("return document.body.textContent")
     assert "<script>window.__pwned = 1; alert(1)</script>" in body
     assert browser.find_element("id", "title").text.startswith("name <script>")
+
+
+def test_demo_session_shows_its_overflow_recovery(browser: Any, shots: Path, tmp_path: Path) -> None:
+    """`picontext demo` overflows once and recovers by compacting: the plot and the card say so."""
+    subprocess.run([sys.executable, "-m", "picontext", "demo", "--fast", "--dir", str(tmp_path / "demo")],
+                   check=True, capture_output=True, timeout=300)
+    [session] = list((tmp_path / "demo").rglob("*.jsonl"))
+    entries = read_entries(session)
+    branch = branch_of(entries)
+    overflowed = [e["id"] for e in branch if e["type"] == "message" and e["message"]["role"] == "assistant"
+                  and e["message"].get("stopReason") == "error"]
+    compactions = [e for e in branch if e["type"] == "compaction"]
+    assert overflowed and len(compactions) >= 2
+    page = export(session, tmp_path / "demo.html")
+    open_page(browser, page)
+    marks = browser.find_elements("css selector", "svg.plot .mark-overflow")
+    assert [m.get_attribute("data-entry") for m in marks] == overflowed
+    recoveries = browser.find_elements("css selector", "svg.plot g.mark-compaction.overflow")
+    # the recovery is the compaction that follows the overflowed request
+    after = next(c for c in compactions if branch.index(c) > branch.index(next(
+        e for e in branch if e["id"] == overflowed[-1])))
+    assert [m.get_attribute("data-entry") for m in recoveries] == [after["id"]]
+    table = browser.find_element("css selector", "table.plot-compactions").text
+    assert "overflow recovery" in table and f"{compactions[0]['tokensBefore']:,}" in table
+    browser.save_screenshot(str(shots / "demo-context.png"))
+    browser.find_element("css selector", "#tabs button[data-tab='compactions']").click()
+    cards = browser.find_elements("css selector", ".card.compaction")
+    assert [c.get_attribute("data-entry") for c in cards] == [c["id"] for c in compactions]
+    assert "Overflow recovery" in cards[[c["id"] for c in compactions].index(after["id"])].text
+    assert console_errors(browser) == []

@@ -36,7 +36,7 @@ _WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by positi
 
 
 def _short(text: str, width: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(text[: width * 4].split())  # a long tool result need not be split whole for 80 chars
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -46,6 +46,11 @@ def entry_preview(entry: Any) -> str:
         return _short(_json.dumps(entry).decode(errors="replace"))
     kind = entry.get("type")
     if kind in _CONTENT:
+        message = entry.get("message")
+        if field_of(message, "role") == "system" and not entry_text(entry).strip():
+            sections = message.get("sections")
+            names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
+            return _short(f"system prompt · sections: {names}" if names else "system prompt")
         return _short(entry_text(entry))
     if kind == "compaction":
         return _short(f"compaction · {entry.get('tokensBefore')} tokens before · {entry.get('summary', '')}")

@@ -398,6 +398,16 @@
       var s = el('span'); var i = el('i'); i.style.borderTopColor = x[0]; i.style.borderTopStyle = x[2]; add(s, i, document.createTextNode(x[1])); lg.appendChild(s);
     });
     tab.appendChild(lg);
+    if (comps.length) {
+      add(tab, el('h3', null, 'Compactions along the branch'));
+      var table = el('table', 'grid plot-compactions'); tab.appendChild(table);
+      add(table, add(el('tr'), el('th', null, 'entry'), el('th', null, 'kind'), el('th', 'num', 'after request #'),
+        el('th', 'num', 'tokens before'), el('th', 'num', 'after (estimate)')));
+      comps.forEach(function (c) {
+        add(table, add(el('tr'), add(el('td'), ref(D.ids[c[0]])), el('td', null, c[4] ? 'overflow recovery' : 'compaction'),
+          el('td', 'num', fmt(c[1])), el('td', 'num', fmt(c[2])), el('td', 'num', fmt(c[3]))));
+      });
+    }
   }
   function reqIndexOf(entryIndex) {
     var reqs = D.plot.requests;
