@@ -131,6 +131,10 @@ def test_example_session_tree_filters_plot_and_compaction(browser: Any, shots: P
     labels = {e["targetId"]: e["label"] for e in entries if e["type"] == "label" and e.get("label")}
     open_page(browser, page)
     assert browser.find_element("id", "title").text == "Split invoicer/core.py into modules"
+    facts = browser.find_element("id", "facts").text
+    for fact in ("id 019cae3d-5a1b-7c2e-9f10-4b3d2a1c0e9f", "cwd /home/dana/src/invoicer", "version 3",
+                 f"entries {len(entries)}", f"branch {len(branch_of(entries))}", "compactions 1", f"leaf {leaf}"):
+        assert fact in facts
 
     # The tree: every entry under "all", the leaf marked, compaction entries shown as such.
     assert click_filter(browser, "all") == len(entries)
@@ -138,6 +142,14 @@ def test_example_session_tree_filters_plot_and_compaction(browser: Any, shots: P
     assert sorted(ids) == sorted(e["id"] for e in entries)
     leaf_rows = [r for r in tree_rows(browser) if "leaf" in r["text"] and r["id"] == leaf]
     assert leaf_rows, "the current leaf is marked"
+    on_branch = {e["id"] for e in branch_of(entries)}
+    grey = set(browser.execute_script(
+        "const D = []; const t = document.getElementById('tree');"
+        "for (t.scrollTop = 0;; t.scrollTop += t.clientHeight) { t.dispatchEvent(new Event('scroll'));"
+        "  await new Promise(r => setTimeout(r, 0));"
+        "  t.querySelectorAll('.row.off-branch').forEach(r => D.push(r.dataset.id));"
+        "  if (t.scrollTop + t.clientHeight >= t.scrollHeight - 1) return D; }"))
+    assert grey == {e["id"] for e in entries} - on_branch and grey
     for mode in ("default", "no-tools", "user-only", "labeled-only"):
         expected = pi_filter(entries, mode, leaf, labels)
         assert click_filter(browser, mode) == len(expected), mode
@@ -203,11 +215,30 @@ def test_example_session_tree_filters_plot_and_compaction(browser: Any, shots: P
     turn = next(e for e in entries if e["type"] == "message" and e["message"]["role"] == "assistant"
                 and any(b["type"] == "thinking" for b in e["message"]["content"]))
     browser.find_element("css selector", "#tabs button[data-tab='dropped']").click()
+    rows = browser.find_elements("css selector", "#tab-dropped tr.dropped")
+    assert [(r.get_attribute("data-id"), r.get_attribute("data-why")) for r in rows] == [
+        (d["id"], d["why"]) for d in dropped]
     browser.find_element("css selector", f"#tab-dropped tr[data-id='{turn['id']}'] a.ref").click()
     thinking = browser.find_element("css selector", "#tab-entry details.thinking")
     assert thinking.get_attribute("open") is None
     assert browser.find_elements("css selector", "#tab-entry .tool .name")
+    usage = turn["message"]["usage"]
+    assert (f"anthropic/claude-sonnet-4-5 · stop {turn['message']['stopReason']} · input {usage['input']:,}"
+            in browser.find_element("id", "tab-entry").text)
     browser.save_screenshot(str(shots / "example-entry.png"))
+
+    # Hovering a request shows its numbers; clicking opens it.
+    browser.find_element("css selector", "#tabs button[data-tab='context']").click()
+    svg = browser.find_element("css selector", "svg.plot")
+    left_axis = svg.size["width"] * 64 // 1000  # the first request sits on the y axis (x=64 of the 1000-wide viewBox)
+    ActionChains(browser).move_to_element_with_offset(svg, -svg.size["width"] // 2 + left_axis + 1, 0).perform()
+    first_request = requests[0]
+    assert f"request #1 · {first_request['id']}" in browser.find_element("id", "tip").text
+    assert "reported usage  " + f"{first_request['message']['usage']['totalTokens']:,}" in browser.find_element(
+        "id", "tip").text
+    ActionChains(browser).click().perform()
+    assert browser.find_element("id", "tab-entry").get_attribute("data-index") is not None
+    assert first_request["id"] in browser.find_element("id", "tab-entry").text
     assert console_errors(browser) == []
 
 
@@ -289,6 +320,8 @@ def test_hostile_session_text_runs_no_script(browser: Any, shots: Path, tmp_path
     body = browser.execute_script("return document.body.textContent")
     assert "<script>window.__pwned = 1; alert(1)</script>" in body
     assert browser.find_element("id", "title").text.startswith("name <script>")
+    badge = browser.find_element("css selector", "#tree .row[data-id='a0000002'] .badge.label")
+    assert badge.text == f"label {HOSTILE}"
 
 
 def test_demo_session_shows_its_overflow_recovery(browser: Any, shots: Path, tmp_path: Path) -> None:
@@ -318,4 +351,7 @@ def test_demo_session_shows_its_overflow_recovery(browser: Any, shots: Path, tmp
     cards = browser.find_elements("css selector", ".card.compaction")
     assert [c.get_attribute("data-entry") for c in cards] == [c["id"] for c in compactions]
     assert "Overflow recovery" in cards[[c["id"] for c in compactions].index(after["id"])].text
+    facts = compactions[-1]["details"]["verifiedFacts"]
+    ledger = cards[-1].find_element("css selector", ".ledger").text
+    assert facts["lastUserRequest"] and facts["lastUserRequest"] in ledger
     assert console_errors(browser) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,8 +14,10 @@ from typing import Any
 from viewer_sessions import EXAMPLE
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, cwd=cwd)
+def run(*args: str, cwd: Path | None = None, env_width: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "400"} if env_width else None  # `tree` lines must not wrap
+    return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env)
 
 
 def embedded_meta(page: str) -> dict[str, Any]:
@@ -73,3 +76,36 @@ def test_export_errors_are_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "not a session file" in result.stderr
     assert not (tmp_path / "g.html").exists()
     assert list(tmp_path.glob("*.tmp*")) == []
+
+
+def test_threshold_uses_the_compaction_settings_in_effect(tmp_path: Path) -> None:
+    home = Path(os.environ["PICONTEXT_DIR"])
+    (home / "settings.json").write_text(json.dumps({"compaction": {"reserveTokens": 20000, "enabled": True}}))
+    project = tmp_path / "project"
+    (project / ".picontext").mkdir(parents=True)
+    (project / ".picontext" / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 777}}))
+    result = run("export", str(EXAMPLE), "-o", "-", cwd=project)
+    assert result.returncode == 0, result.stderr
+    settings = embedded_meta(result.stdout)["plot"]["settings"]
+    assert settings["reserveTokens"] == 20000 and settings["keepRecentTokens"] == 777
+
+
+def test_tree_order_and_indentation_are_those_of_picontext_tree(tmp_path: Path) -> None:
+    session = tmp_path / "branches.jsonl"
+    lines = EXAMPLE.read_text().splitlines()
+    entries = [json.loads(line) for line in lines[1:]]
+    # two more branches: one off an early user message, one off the compaction's parent
+    extra = [{"type": "message", "id": "f0000001", "parentId": "2722fd80", "timestamp": "2026-03-02T10:00:00.000Z",
+              "message": {"role": "user", "content": "another way", "timestamp": 1}},
+             {"type": "message", "id": "f0000002", "parentId": "f0000001", "timestamp": "2026-03-02T10:00:01.000Z",
+              "message": {"role": "user", "content": "and on", "timestamp": 2}},
+             {"type": "message", "id": "f0000003", "parentId": "2722fd80", "timestamp": "2026-03-02T10:00:02.000Z",
+              "message": {"role": "user", "content": "a third way", "timestamp": 3}}]
+    assert any(e["id"] == "2722fd80" for e in entries)
+    session.write_text("\n".join([lines[0], *map(json.dumps, entries), *map(json.dumps, extra)]) + "\n")
+    meta = embedded_meta(run("export", str(session), "-o", "-").stdout)
+    tree = run("tree", str(session), env_width=True).stdout.splitlines()
+    rows = [meta["prefix"][k] + meta["ids"][i] for k, i in enumerate(meta["order"])]
+    assert len(rows) == len(tree) == len(entries) + 3
+    assert [line.startswith(row + " ") for line, row in zip(tree, rows, strict=True)] == [True] * len(rows)
+    assert any("├─ " in row for row in rows) and any("└─ " in row for row in rows)

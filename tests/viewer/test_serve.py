@@ -83,3 +83,42 @@ def test_served_view_refreshes_as_the_session_grows(browser: Any, served: tuple[
     assert int(browser.execute_script("return document.body.dataset.refreshed")) >= 1
     browser.save_screenshot(str(shots / "serve-refreshed.png"))
     assert [m for m in browser.get_log("browser") if m.get("level") == "SEVERE"] == []
+
+
+def _serve(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "picontext", "serve", "--port", "0", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert " on http://127.0.0.1:" in first, first
+    return proc, first.split(" on ", 1)[1].split(" ", 1)[0]
+
+
+def test_serve_lists_this_projects_sessions_or_all(tmp_path: Path) -> None:
+    from picontext.session import paths
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    for project, words in ((here, "question from here"), (there, "question from there")):
+        project.mkdir()
+        directory = Path(paths.default_session_dir(str(project), create=True))
+        header = {"type": "session", "version": 3, "id": f"019cae3d-0000-7000-8000-00000000000{len(words) % 10}",
+                  "timestamp": "2026-03-03T10:00:00.000Z", "cwd": str(project)}
+        message = {"type": "message", "id": "c0000001", "parentId": None, "timestamp": "2026-03-03T10:00:01.000Z",
+                   "message": {"role": "user", "content": words, "timestamp": 1}}
+        (directory / "2026-03-03T10-00-00-000Z_s.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(message)
+                                                                     + "\n")
+    for args, expected in (([], ["question from here"]), (["--all"], ["question from here", "question from there"])):
+        proc, url = _serve(args, here)
+        try:
+            page = httpx.get(url).text
+            assert sorted(w for w in ("question from here", "question from there") if w in page) == expected
+        finally:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=15) == 0
+
+
+def test_serve_defaults_to_this_machine_on_port_8377() -> None:
+    from picontext.cli.main import build_parser
+
+    args = build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.dir, args.all) == ("127.0.0.1", 8377, None, False)
