@@ -89,6 +89,7 @@ class ViewerServer:
         self.host = host
         self.port = int(self.httpd.server_address[1])
         self._thread: threading.Thread | None = None
+        self._paths: dict[str, str] = {}
 
     @property
     def url(self) -> str:
@@ -109,7 +110,13 @@ class ViewerServer:
             self._thread.join(timeout=5)
 
     def _find(self, key: str) -> str | None:
-        return next((i.path for i in self.lister() if session_key(i.path) == key), None)
+        # Listing reads every file (entry counts): the page polls every second, so remember paths
+        # and list again only for a key not seen yet.
+        path = self._paths.get(key)
+        if path is None or not os.path.exists(path):
+            self._paths = {session_key(i.path): i.path for i in self.lister()}
+            path = self._paths.get(key)
+        return path
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -149,7 +156,9 @@ class ViewerServer:
                 parts = [p for p in url.path.split("/") if p]
                 try:
                     if not parts:
-                        self._send(200, _list_page(server.lister(), server.where), "text/html; charset=utf-8",
+                        infos = server.lister()
+                        server._paths = {session_key(i.path): i.path for i in infos}
+                        self._send(200, _list_page(infos, server.where), "text/html; charset=utf-8",
                                    {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})
                     elif len(parts) == 2 and parts[0] == "view":
                         self._page(parts[1])
