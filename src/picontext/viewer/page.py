@@ -24,17 +24,22 @@ __all__ = ["embed_json", "pack", "render_page"]
 
 
 def pack(data: bytes) -> str:
-    """base64(gzip(data)): what the page's `unpack` reads back (fixed mtime: same input, same page)."""
-    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
+    """base64(gzip(data)): what the page's `unpack` reads back (fixed mtime: same input, same page).
+
+    Level 3: a 90 MB session packs in ~2.5 s to 14 MB; level 6 takes ~4x longer for 12 MB."""
+    return base64.b64encode(gzip.compress(data, compresslevel=3, mtime=0)).decode("ascii")
 
 
-_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"),
+            ("\u2028".encode(), b"\\u2028"), ("\u2029".encode(), b"\\u2029"))
 
 
 def embed_json(data: bytes) -> str:
     """JSON text that cannot end a `<script>` element or open a tag (still the same JSON: those
     characters can only occur inside strings, where the escapes mean the same)."""
-    return data.decode("utf-8").translate(_ESCAPES)
+    for raw, escaped in _ESCAPES:  # bytes.replace runs in C: 16 MB of meta in milliseconds
+        data = data.replace(raw, escaped)
+    return data.decode("utf-8")
 
 
 @cache
