@@ -227,6 +227,20 @@ def test_example_session_tree_filters_plot_and_compaction(browser: Any, shots: P
             in browser.find_element("id", "tab-entry").text)
     browser.save_screenshot(str(shots / "example-entry.png"))
 
+    # Down/Up in the tree open the next and previous shown entries.
+    from selenium.webdriver.common.keys import Keys
+
+    click_filter(browser, "user-only")
+    shown = [r["id"] for r in tree_rows(browser)]
+    browser.find_element("css selector", "#tree .row").click()
+    tree = browser.find_element("id", "tree")
+    tree.send_keys(Keys.ARROW_DOWN)
+    assert browser.find_element("id", "tab-entry").get_attribute("data-index") is not None
+    assert shown[1] in browser.find_element("css selector", "#tab-entry .entry-head").text
+    tree.send_keys(Keys.ARROW_UP)
+    assert shown[0] in browser.find_element("css selector", "#tab-entry .entry-head").text
+    click_filter(browser, "default")
+
     # Hovering a request shows its numbers; clicking opens it.
     browser.find_element("css selector", "#tabs button[data-tab='context']").click()
     svg = browser.find_element("css selector", "svg.plot")

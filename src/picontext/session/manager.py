@@ -513,7 +513,8 @@ class SessionManager:
         stack = list(roots)
         while stack:
             node = stack.pop()
-            node.children.sort(key=_timestamp_key)
+            if len(node.children) > 1:  # a sort of one still parses its timestamp
+                node.children.sort(key=_timestamp_key)
             stack.extend(node.children)
         return roots
 

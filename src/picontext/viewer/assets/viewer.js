@@ -545,6 +545,16 @@
       if (a && a.dataset.goto !== undefined) { ev.preventDefault(); var i = Number(a.dataset.goto); revealInTree(i); showEntry(i); return; }
       if (a && a.dataset.compaction !== undefined) { ev.preventDefault(); setTab('compactions'); var card = $('compaction-' + a.dataset.compaction); if (card) { card.querySelector('details.summarized').open = true; card.scrollIntoView(); } }
     });
+    // Up/Down walk the shown rows from the open entry (reading a long session without the mouse).
+    $('tree').addEventListener('keydown', function (ev) {
+      if (ev.key !== 'ArrowDown' && ev.key !== 'ArrowUp') return;
+      ev.preventDefault();
+      var k = S.selected === null ? -1 : S.rows.indexOf(D.order.indexOf(S.selected));
+      var r = Math.max(0, Math.min(S.rows.length - 1, k + (ev.key === 'ArrowDown' ? 1 : -1)));
+      if (!S.rows.length) return;
+      var i = D.order[S.rows[r]];
+      showEntry(i); revealInTree(i);
+    });
     Array.prototype.forEach.call(document.querySelectorAll('#filters button'), function (b) {
       b.addEventListener('click', function () { S.filter = b.dataset.filter; markFilter(); refilter(); });
     });
