@@ -193,8 +193,11 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
     leaf_index = branch_index[-1] if branch_index else None
 
     on_branch = {field_of(e, "id"): i for e, i in zip(branch, branch_index, strict=True) if hashable(field_of(e, "id"))}
+    dropped_list = dropped_entries(manager)
     dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
-                on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_entries(manager)]
+                on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_list]
+    # Most entries of a long session are dropped ones: their preview is the one `dropped` made.
+    previews: dict[int, str] = {row[0]: d.preview for row, d in zip(dropped, dropped_list, strict=True)}
 
     catalog = catalog if catalog is not None else _safe_catalog()
     last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"), None)
@@ -235,7 +238,7 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
         "roles": _codes([str(field_of(field_of(e, "message"), "role") or "") if field_of(e, "type") == "message"
                          else "" for e in entries]),
         "flags": [_flags(e) for e in entries],
-        "previews": [entry_preview(e) for e in entries],
+        "previews": [previews[i] if i in previews else entry_preview(e) for i, e in enumerate(entries)],
         "order": order,
         "prefix": prefix,
         "labels": labels,
