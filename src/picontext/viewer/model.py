@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from picontext import _json
+from picontext._gc import gc_paused
 from picontext.ai.models import ModelCatalog, default_catalog
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
@@ -158,6 +159,12 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
                catalog: ModelCatalog | None = None,
                settings: CompactionSettings | None = None) -> tuple[dict[str, Any], list[bytes]]:
     """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf)."""
+    with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
+        return _build_view(file_entries, leaf, file_name, catalog, settings)
+
+
+def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catalog: ModelCatalog | None,
+                settings: CompactionSettings | None) -> tuple[dict[str, Any], list[bytes]]:
     header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
     manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
     if leaf is not None:
