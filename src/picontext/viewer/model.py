@@ -174,27 +174,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
     ids = [field_of(e, "id") for e in entries]
     ids = [x if isinstance(x, str) else _json.dumps(x).decode() for x in ids]
 
-    # Tree in display order: a linear chain keeps its indentation, each branch point indents (as `tree`).
-    order: list[int] = []
-    prefix: list[str] = []
-    labels: list[list[Any]] = []
-    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(manager.get_tree())]
-    while stack:
-        node, pre, child_pre = stack.pop()
-        index = position[id(node.entry)]
-        order.append(index)
-        prefix.append(pre)
-        if node.label:
-            labels.append([index, node.label])
-        children = node.children
-        if len(children) == 1:
-            stack.append((children[0], child_pre, child_pre))
-        else:
-            for i in range(len(children) - 1, -1, -1):
-                last = i == len(children) - 1
-                stack.append((children[i], child_pre + ("└─ " if last else "├─ "),
-                              child_pre + ("   " if last else "│  ")))
-
+    order, prefix, labels = _tree_rows(manager, position)
     branch = manager.get_branch()
     branch_index = [position[id(e)] for e in branch]
     leaf_index = branch_index[-1] if branch_index else None
@@ -215,24 +195,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
             settings = CompactionSettings()
     timeline = build_timeline(branch, _window_lookup(catalog))
 
-    compactions = []
-    previous_from = 0
-    for mark in timeline.compactions:
-        pos, entry = mark.position, branch[mark.position]
-        # The context just before and just after the compaction; folding from the previous
-        # compaction's kept part gives what folding the whole prefix gives, in linear total time.
-        before = fold_path(branch[previous_from:pos])
-        after = {id(e) for e in fold_path(branch[mark.fold_from: pos + 1])}
-        previous_from = mark.fold_from
-        summarized = [position[id(e)] for e in before
-                      if id(e) not in after and field_of(e, "type") in _CONTENT
-                      and field_of(field_of(e, "message"), "role") != "system"]
-        first_kept = entry.get("firstKeptEntryId")
-        kept_at = next((position[id(e)] for e in branch[:pos] if field_of(e, "id") == first_kept), None)
-        compactions.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
-                            "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
-                            "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
-                            "details": entry.get("details") if isinstance(entry.get("details"), dict) else None})
+    compactions = _compactions(branch, timeline, position)
 
     models: dict[str, int] = {}
     meta = {
@@ -266,6 +229,60 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
     }
     lines = [_json.dumps(e) for e in entries]
     return meta, lines
+
+
+def _tree_rows(manager: SessionManager, position: dict[int, int]) -> tuple[list[int], list[str], list[list[Any]]]:
+    """Entry positions in display order, their indentation and labels: a linear chain keeps its
+    indentation, each branch point indents (as `picontext tree` draws it)."""
+    order: list[int] = []
+    prefix: list[str] = []
+    labels: list[list[Any]] = []
+    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(manager.get_tree())]
+    while stack:
+        node, pre, child_pre = stack.pop()
+        index = position[id(node.entry)]
+        order.append(index)
+        prefix.append(pre)
+        if node.label:
+            labels.append([index, node.label])
+        children = node.children
+        if len(children) == 1:
+            stack.append((children[0], child_pre, child_pre))
+        else:
+            for i in range(len(children) - 1, -1, -1):
+                last = i == len(children) - 1
+                stack.append((children[i], child_pre + ("└─ " if last else "├─ "),
+                              child_pre + ("   " if last else "│  ")))
+    return order, prefix, labels
+
+
+def _compactions(branch: list[Any], timeline: Any, position: dict[int, int]) -> list[dict[str, Any]]:
+    """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
+    first_at: dict[Any, int] = {}
+    for pos, e in enumerate(branch):
+        key = field_of(e, "id")
+        if hashable(key):
+            first_at.setdefault(key, pos)
+    out = []
+    previous_from = 0
+    for mark in timeline.compactions:
+        pos, entry = mark.position, branch[mark.position]
+        # The context just before and just after the compaction; folding from the previous
+        # compaction's kept part gives what folding the whole prefix gives, in linear total time.
+        before = fold_path(branch[previous_from:pos])
+        after = {id(e) for e in fold_path(branch[mark.fold_from: pos + 1])}
+        previous_from = mark.fold_from
+        summarized = [position[id(e)] for e in before
+                      if id(e) not in after and field_of(e, "type") in _CONTENT
+                      and field_of(field_of(e, "message"), "role") != "system"]
+        first_kept = entry.get("firstKeptEntryId")
+        kept_pos = first_at.get(first_kept) if hashable(first_kept) else None
+        kept_at = position[id(branch[kept_pos])] if kept_pos is not None and kept_pos < pos else None
+        out.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
+                    "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
+                    "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
+                    "details": entry.get("details") if isinstance(entry.get("details"), dict) else None})
+    return out
 
 
 def _codes(values: list[str]) -> dict[str, Any]:
