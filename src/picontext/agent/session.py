@@ -210,7 +210,7 @@ class AgentSession:
         hit = self._entry_of.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        for entry in reversed(self.manager.get_branch()):
+        for entry in reversed(self.manager.branch_view()):  # parses only back to the message
             if field_of(entry, "type") == "message" and entry.get("message") is message:
                 return entry["id"]  # type: ignore[no-any-return]
         return None
@@ -258,8 +258,8 @@ class AgentSession:
         window = int(self.model.get("contextWindow") or 0)
         if window <= 0:
             return None
-        branch = self.manager.get_branch()
-        latest = max((i for i, e in enumerate(branch) if field_of(e, "type") == "compaction"), default=None)
+        branch = self.manager.branch_view()
+        latest = self.manager.latest_compaction_position()
         if latest is not None:
             projected_ids = {
                 field_of(item.source_entry, "id")
@@ -494,7 +494,8 @@ class AgentSession:
             self.compaction.fuse = False
             await self._emit_queue()  # a queued message was delivered
         elif kind == "message_end":
-            self._persist(message)
+            async with self.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                self._persist(message)
             if message.get("role") == "assistant":
                 self._last_assistant = message
                 if message.get("stopReason") not in ("error", "length"):

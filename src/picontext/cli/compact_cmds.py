@@ -18,12 +18,12 @@ from typing import Any
 
 from picontext import _json
 from picontext.cli.loading import load_session
+from picontext.cli.store_cmds import open_session
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
 from picontext.compaction.settings import CompactionSettings, load_settings
 from picontext.errors import ConfigError
-from picontext.session.manager import SessionManager
 from picontext.session.projection import build_session_path, build_session_projection
 
 
@@ -125,7 +125,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
     completion = _completion(model_ref)
     load_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
-    manager = SessionManager.open(args.file)
+    manager = open_session(args.file)
     if args.leaf is not None and manager.get_entry(args.leaf) is None:
         raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")
     settings = settings_for(manager.get_cwd())

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, load_session
+from picontext.cli.loading import LoadedSession, load_session, project_file
 from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
 
 
@@ -38,18 +38,34 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_stats)
 
 
+def _stream_context(projection: Any) -> None:
+    """`_json.dumps(projection.context())` written a few hundred messages at a time, so the whole
+    text never exists at once (the context of a long session is tens of megabytes)."""
+    context = projection.context()
+    messages = context.pop("messages")
+    out = sys.stdout.buffer
+    out.write(b'{"messages":[')
+    dumps = _json.dumps
+    for start in range(0, len(messages), 256):
+        chunk = b",".join(dumps(m) for m in messages[start : start + 256])
+        out.write(chunk if start == 0 else b"," + chunk)
+    rest = dumps(context)  # the other keys, in the same order after "messages"
+    out.write(b"]" + (b"," + rest[1:] if rest != b"{}" else b"}") + b"\n")
+    out.flush()
+
+
 def _write_json(value: Any) -> None:
     sys.stdout.buffer.write(_json.dumps(value) + b"\n")
     sys.stdout.flush()
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    if args.json:
+        _stream_context(project_file(args.file, args.leaf))
+        return 0
     session = load_session(args.file)
     leaf = session.resolve_leaf(args.leaf)
     projection = build_session_projection(session.entries, leaf, session.by_id)
-    if args.json:
-        _write_json(projection.context())
-        return 0
     out = render.console()
     model = projection.model or {}
     out.print(Text(f"{len(projection.messages)} messages · model {model.get('provider', '?')}/"

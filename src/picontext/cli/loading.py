@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from picontext.errors import PicontextError
+from picontext.errors import PicontextError, SessionFormatError
+from picontext.session.index import EntryIndex
+from picontext.session.live import LiveProjection
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
-from picontext.session.projection import LAST, LeafArg, build_index
-from picontext.session.store import read_session_file
+from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
+from picontext.session.protocol import LoadResult
+from picontext.session.store import JsonlSessionStore
+from picontext.session.tree import path_to
 
 
 class SessionOpenError(PicontextError):
@@ -44,14 +47,54 @@ class LoadedSession:
         return leaf
 
 
+def project_file(path: str, leaf: str | None) -> SessionProjection:
+    """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
+    context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    path, result = _open(path, lazy=True)
+    migrate_to_current(result.entries)  # legacy files come back fully parsed
+    index = EntryIndex()
+    index.load(result.entries)
+    if leaf is not None and leaf not in index:
+        raise SessionOpenError(f"entry {leaf!r} not found in {path}")
+    live = LiveProjection()
+    live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
+    return live.projection()
+
+
 def load_session(path: str) -> LoadedSession:
-    """Read a session file without modifying it; one-line errors for the CLI."""
-    if not os.path.exists(path):
+    """Read a session file without modifying it; one-line errors for the CLI. With a session
+    database (`--store URL`), `path` is a session id or a unique prefix of one."""
+    path, result = _open(path, lazy=False)
+    file_entries = result.entries
+    migrate_to_current(file_entries)
+    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
+    return LoadedSession(path, file_entries, entries, build_index(entries))
+
+
+def _open(ref: str, *, lazy: bool) -> tuple[str, LoadResult]:
+    """(where the session is, what it holds): a file, or a session of the `--store` database."""
+    from picontext.cli.store_cmds import resolve, store_url
+
+    url = store_url()
+    if url is None:
+        return ref, _read(ref, lazy=lazy)
+    store = resolve(url, ref)
+    result = store.load(lazy=lazy)
+    if not result.valid:
+        raise SessionOpenError(f"not a session (its first record is not a session header): {store.location}")
+    for line in result.warnings(store.location):
+        print(f"picontext: warning: {line}", file=sys.stderr)
+    return store.location, result
+
+
+def _read(path: str, *, lazy: bool) -> LoadResult:
+    store = JsonlSessionStore(path)
+    if not store.exists():
         raise SessionOpenError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise SessionOpenError(f"is a directory, not a session file: {path}")
     try:
-        result = read_session_file(path)
+        result = store.load(lazy=lazy)  # refuses a directory, FIFO or device before opening it
+    except SessionFormatError as exc:
+        raise SessionOpenError(str(exc)) from None
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not result.valid:
@@ -59,7 +102,4 @@ def load_session(path: str) -> LoadedSession:
         raise SessionOpenError(f"not a session file ({why}): {path}")
     for line in result.warnings(path):
         print(f"picontext: warning: {line}", file=sys.stderr)
-    file_entries = result.entries
-    migrate_to_current(file_entries)
-    entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-    return LoadedSession(path, file_entries, entries, build_index(entries))
+    return result

@@ -21,11 +21,24 @@ class CliError(Exception):
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
     "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "export_cmds", "serve_cmds",
+    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds", "export_cmds",
+    "serve_cmds",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The module that registers each command: a call whose first argument names a command imports that
+# module only (the agent, rich and the providers are not loaded to print a context).
+COMMAND_OWNERS = {
+    "context": "inspect_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
+    "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
+    "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
+    "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a module of COMMAND_MODULES) just that module's commands
+    and no top-level session flags (which cannot come before a command's name anyway)."""
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
@@ -36,10 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
     parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
                         help="print mode output: text (the reply) or json (one event per line)")
-    if importlib.util.find_spec("picontext.cli.modes.common") is not None:
+    if only is None and importlib.util.find_spec("picontext.cli.modes.common") is not None:
         importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         module_name = f"picontext.cli.{name}"
         if importlib.util.find_spec(module_name) is not None:  # modules of work in progress may be absent
             importlib.import_module(module_name).register(sub)
@@ -47,8 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from picontext.cli.store_cmds import apply_store_flag
+
+    # `--store URL` is valid everywhere on the command line
+    arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
+    owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
+    if owner is not None and importlib.util.find_spec(f"picontext.cli.{owner}") is None:
+        owner = None
+    parser = build_parser(only=owner)
+    args = parser.parse_args(arguments)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         handler = _default_handler(args)

@@ -59,12 +59,14 @@ def flag(args: argparse.Namespace, name: str) -> Any:
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input) -> str:
-    """Ask which recent session to resume (numbered list, newest first); returns its path."""
+def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input,
+                 infos: list[Any] | None = None) -> str:
+    """Ask which recent session to resume (numbered list, newest first); returns its path.
+    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
     from picontext.session.listing import list_sessions
 
     out = stream or sys.stderr
-    infos = list_sessions(cwd)[:20]
+    infos = (list_sessions(cwd) if infos is None else infos)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
     if not sys.stdin.isatty() and read is input:
@@ -79,6 +81,11 @@ def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = i
 
 
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    from picontext.cli.store_cmds import open_stored_manager, store_url
+
+    url = store_url()
+    if url is not None:  # --store URL: the same choices, in the session database
+        return open_stored_manager(args, cwd, url)
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
