@@ -23,6 +23,9 @@ def _session(tmp_path: Path, turns: int, seed: int) -> SessionManager:
             sm.append_compaction("S", sm.get_branch()[-3]["id"], 10)
         elif roll < 0.2 and i > 2:
             sm.branch(sm.get_branch()[-4]["id"])
+        elif roll < 0.3:
+            users = [e["id"] for e in sm.get_branch() if e["type"] == "message" and e["message"]["role"] == "user"]
+            sm.append_context_edit(users[-1], None)
     return sm
 
 
@@ -37,6 +40,11 @@ def _check(sm: SessionManager) -> None:
         assert sm.branch_position(entry["id"]) == i
         assert sm.entries_after(entry["id"]) == branch[i + 1 :]
     assert sm.branch_position("not-an-id") is None and sm.entries_after("not-an-id") == []
+    projected = sm.build_session_projection().entries
+    assert sm.context_has_edits() == any(item.source_entry.get("type") == "context_edit" for item in projected)
+    for entry in branch:
+        expected = any(item.source_entry.get("id") == entry["id"] and item.messages for item in projected)
+        assert sm.contributes_to_context(entry["id"]) == expected
 
 
 def test_answers_equal_get_branch(tmp_path: Path) -> None:

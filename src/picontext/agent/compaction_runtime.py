@@ -127,10 +127,10 @@ class CompactionRuntime:
     # request path walks or parses the whole branch.
 
     def _branch_position(self, entry_id: str | None) -> int | None:
-        return self.s.manager.branch_position(entry_id)  # type: ignore[no-any-return]
+        return self.s.manager.branch_position(entry_id)
 
     def _latest_compaction_position(self) -> int | None:
-        return self.s.manager.latest_compaction_position()  # type: ignore[no-any-return]
+        return self.s.manager.latest_compaction_position()
 
     def _is_stale(self, message: Any) -> bool:
         """Gate G3 by journal order: the message's entry comes before the latest compaction."""
@@ -148,10 +148,7 @@ class CompactionRuntime:
     def _is_projected(self, entry_id: str | None) -> bool:
         if entry_id is None:
             return True
-        return any(
-            field_of(item.source_entry, "id") == entry_id and item.messages
-            for item in self.s.manager.build_session_projection().entries
-        )
+        return self.s.manager.contributes_to_context(entry_id)
 
     # -- check A -------------------------------------------------------------------------------
 
@@ -251,14 +248,15 @@ class CompactionRuntime:
         if window <= 0:  # ours: an unknown window never triggers threshold compaction
             return False
         manager = self.s.manager
-        projection = manager.build_session_projection()
-        has_edits = any(field_of(item.source_entry, "type") == "context_edit" for item in projection.entries)
         usage = message.get("usage")
         direct = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
         direct = 0 if direct != direct else int(direct)
-        if has_edits:
+        # The projection (a copy of the context's lists) is built only when an estimate needs it.
+        if manager.context_has_edits():
+            projection = manager.build_session_projection()
             tokens = int(estimate_projected_context_tokens(projection, manager.branch_view())["tokens"])
         elif message.get("stopReason") == "error" or direct == 0:
+            projection = manager.build_session_projection()
             estimate = estimate_context_tokens(projection.messages)
             index = estimate["lastUsageIndex"]
             if index is not None and self._is_stale(projection.messages[index]):

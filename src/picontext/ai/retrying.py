@@ -111,10 +111,12 @@ async def complete_with_retry(
     `stream()` call). `sleep` defaults to `options.sleep`, then `asyncio.sleep`.
     """
     if stream_fn is None:
-        from picontext.ai.stream import stream as stream_fn
+        from picontext.ai.stream import stream as default_stream
+
+        stream_fn = default_stream
     opts = options or StreamOptions()
     policy = policy or RetryPolicy()
-    nap: Sleep = sleep or opts.sleep or asyncio.sleep
+    nap: Sleep = sleep if sleep is not None else opts.sleep
     signal = opts.signal
     max_attempts = policy.max_retries if policy.enabled else 0
     callbacks = callbacks or RetryCallbacks()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import Counter
 from typing import Any
@@ -142,7 +143,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
         text = Text(prefix)
         text.append(f"{eid} ", style="bold yellow" if eid == leaf else "dim")
         kind = field_of(entry, "type")
-        style = {"compaction": "bold magenta", "branch_summary": "bold blue", "context_edit": "red"}.get(kind, "")
+        style = {"compaction": "bold magenta", "branch_summary": "bold blue", "context_edit": "red"}.get(
+            kind if isinstance(kind, str) else "", "")
         text.append(render.entry_summary(entry, 80), style=style)
         if node.label:
             text.append(f"  [{node.label}]", style="bold cyan")
@@ -178,6 +180,11 @@ def _add_usage(total: dict[str, float], usage: Any) -> None:
     cost = usage.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         total["cost"] = total.get("cost", 0) + cost["total"]
+
+
+def _count(value: float) -> str:
+    """A token count with thousands separators; 1e400 in a file is infinity, not a crash."""
+    return f"{int(value):,}" if math.isfinite(value) else str(value)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -221,7 +228,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     out.print(Text(f"{'usage':<16}{'input':>12}{'output':>10}{'cacheRead':>12}{'cacheWrite':>12}{'cost $':>10}",
                    style="bold"))
     for name, bucket in [*buckets.items(), ("TOTAL", total)]:
-        out.print(f"{name:<16}{int(bucket.get('input', 0)):>12,}{int(bucket.get('output', 0)):>10,}"
-                  f"{int(bucket.get('cacheRead', 0)):>12,}{int(bucket.get('cacheWrite', 0)):>12,}"
+        out.print(f"{name:<16}{_count(bucket.get('input', 0)):>12}{_count(bucket.get('output', 0)):>10}"
+                  f"{_count(bucket.get('cacheRead', 0)):>12}{_count(bucket.get('cacheWrite', 0)):>12}"
                   f"{bucket.get('cost', 0):>10.4f}")
     return 0

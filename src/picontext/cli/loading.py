@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +24,54 @@ class SessionOpenError(PicontextError):
     pass
 
 
+MAX_WARNINGS = 10
+
+
+def describe_file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
+    """Refuse, before opening, what is not a regular file (after symlinks): reading a FIFO blocks
+    forever and `/dev/zero` never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise SessionOpenError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise SessionOpenError(f"is {describe_file_type(mode)}, not a session file: {path}")
+
+
+def print_warnings(lines: list[str]) -> None:
+    """The first MAX_WARNINGS warnings, then one line with the count of the rest."""
+    for line in lines[:MAX_WARNINGS]:
+        print(f"picontext: warning: {line}", file=sys.stderr)
+    if len(lines) > MAX_WARNINGS:
+        print(f"picontext: warning: {len(lines) - MAX_WARNINGS} more unreadable lines not shown", file=sys.stderr)
+
+
+class CappedWarnings:
+    """A `warn` callback for the session manager: the first MAX_WARNINGS on stderr, then one note."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, message: str) -> None:
+        self.count += 1
+        if self.count <= MAX_WARNINGS:
+            print(f"picontext: warning: {message}", file=sys.stderr)
+        elif self.count == MAX_WARNINGS + 1:
+            print("picontext: warning: more warnings not shown", file=sys.stderr)
+
+
 @dataclass
 class LoadedSession:
     path: str
@@ -31,7 +81,7 @@ class LoadedSession:
 
     @property
     def header(self) -> dict[str, Any]:
-        return self.file_entries[0]  # type: ignore[no-any-return]
+        return self.file_entries[0]
 
     @cached_property
     def manager(self) -> SessionManager:
@@ -61,6 +111,11 @@ def project_file(path: str, leaf: str | None) -> SessionProjection:
     return live.projection()
 
 
+def check_session(path: str) -> None:
+    """The one-line errors (and warnings) of `load_session`, parsing only the lines' heads."""
+    _open(path, lazy=True)
+
+
 def load_session(path: str) -> LoadedSession:
     """Read a session file without modifying it; one-line errors for the CLI. With a session
     database (`--store URL`), `path` is a session id or a unique prefix of one."""
@@ -82,15 +137,13 @@ def _open(ref: str, *, lazy: bool) -> tuple[str, LoadResult]:
     result = store.load(lazy=lazy)
     if not result.valid:
         raise SessionOpenError(f"not a session (its first record is not a session header): {store.location}")
-    for line in result.warnings(store.location):
-        print(f"picontext: warning: {line}", file=sys.stderr)
+    print_warnings(result.warnings(store.location))
     return store.location, result
 
 
 def _read(path: str, *, lazy: bool) -> LoadResult:
+    check_regular_file(path)  # names what it is (a FIFO, a device, a directory) in one line
     store = JsonlSessionStore(path)
-    if not store.exists():
-        raise SessionOpenError(f"no such file: {path}")
     try:
         result = store.load(lazy=lazy)  # refuses a directory, FIFO or device before opening it
     except SessionFormatError as exc:
@@ -100,6 +153,5 @@ def _read(path: str, *, lazy: bool) -> LoadResult:
     if not result.valid:
         why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
         raise SessionOpenError(f"not a session file ({why}): {path}")
-    for line in result.warnings(path):
-        print(f"picontext: warning: {line}", file=sys.stderr)
+    print_warnings(result.warnings(path))
     return result

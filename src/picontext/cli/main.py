@@ -9,8 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 
 from picontext import __version__
+from picontext.cli import terminal
 from picontext.errors import PicontextError
 
+_RECURSION_LIMIT = 10_000
+_RAW_STDOUT_COMMANDS = frozenset({"chat", "rpc", "demo", "export", "serve"})  # machine output or full-screen
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -62,6 +65,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from picontext.cli.store_cmds import apply_store_flag
 
+    # Pi (V8) reads and writes JSON nested thousands of levels deep, and so must every command;
+    # Python's default limit of 1,000 frames is below that (the JSON helpers recurse per level).
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
+
     # `--store URL` is valid everywhere on the command line
     arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
     owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
@@ -75,16 +83,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
-    try:
-        return handler(args)
-    except (CliError, PicontextError) as exc:
-        print(f"picontext: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        print("picontext: interrupted", file=sys.stderr)
-        return 130
+    # Human output neutralizes control characters from session text (cli/terminal.py); JSON output,
+    # the RPC protocol and the full-screen modes (which draw with escape codes) write raw.
+    raw_stdout = (getattr(args, "json", False) or getattr(args, "mode", None) == "json"
+                  or getattr(args, "command", None) in _RAW_STDOUT_COMMANDS
+                  or (getattr(args, "command", None) is None and getattr(args, "prompt", None) is None))
+    with terminal.safe_output(stdout=not raw_stdout):
+        try:
+            return handler(args)
+        except (CliError, PicontextError) as exc:
+            print(f"picontext: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            return 0
+        except RecursionError:
+            print(f"picontext: data nested more than {_RECURSION_LIMIT // 2} levels deep", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("picontext: interrupted", file=sys.stderr)
+            return 130
 
 
 def _default_handler(args: argparse.Namespace) -> Handler | None:
@@ -94,7 +111,7 @@ def _default_handler(args: argparse.Namespace) -> Handler | None:
     if importlib.util.find_spec(module_name) is None:
         return None
     module = importlib.import_module(module_name)
-    return module.cmd_run if name == "agent_cmds" else module.cmd_chat  # type: ignore[no-any-return]
+    return module.cmd_run if name == "agent_cmds" else module.cmd_chat
 
 
 def run() -> None:

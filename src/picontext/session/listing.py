@@ -59,7 +59,12 @@ def build_session_info(path: str) -> SessionInfo | None:
 
 
 def _dt(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    """Epoch ms as a datetime. JavaScript dates reach year 275760 and Python's stop at 9999: a
+    timestamp written in microseconds (year ~58000) is clamped instead of failing the listing."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return datetime.max.replace(tzinfo=UTC) if ms > 0 else datetime.min.replace(tzinfo=UTC)
 
 
 def _jsonl_files(directory: str) -> list[str]:

@@ -52,6 +52,7 @@ class LiveProjection:
         self._path_id_set: set[Any] | None = None  # the same ids as a set, for on_path
         self._path_pos: dict[Any, int] | None = None  # id -> first position on the path, built on first use
         self.last_compaction: int | None = None  # path position of the newest compaction
+        self.edit_count = 0  # context_edit entries among the context entries
         self._settings = ContextSettings()
         self._context: list[Entry] = []
         self._ctx_pos: dict[Hashable, list[int]] = {}
@@ -126,6 +127,7 @@ class LiveProjection:
     def _set_context(self, context: list[Entry]) -> None:
         self._context = context
         self._edits = collect_edits(context)
+        self.edit_count = sum(1 for e in context if field_of(e, "type") == "context_edit")
         self._ctx_pos = {}
         self._projected = []
         for i, entry in enumerate(context):
@@ -165,6 +167,7 @@ class LiveProjection:
         self._context.append(entry)
         self._index_context(entry, ctx_index)
         if kind == "context_edit":
+            self.edit_count += 1
             target = entry.get("targetId")
             if hashable(target):
                 self._edits[target] = entry
@@ -192,7 +195,7 @@ class LiveProjection:
     def path_position(self, entry_id: Any) -> int | None:
         """Position on the path of the first entry with `entry_id` (as Pi finds entries by id)."""
         if not hashable(entry_id):
-            return self._first_position(entry_id, None)  # type: ignore[no-any-return]
+            return self._first_position(entry_id, None)
         if self._path_pos is None:
             positions: dict[Any, int] = {}
             for position, key in enumerate(self._path_ids):
@@ -200,6 +203,12 @@ class LiveProjection:
                     positions.setdefault(key, position)
             self._path_pos = positions
         return self._path_pos.get(entry_id)
+
+    def contributes(self, entry_id: Any) -> bool:
+        """Whether an entry with `entry_id` is in the context and projects to some message."""
+        if not hashable(entry_id):
+            return any(field_of(p.source_entry, "id") == entry_id and p.messages for p in self._projected)
+        return any(self._projected[i].messages for i in self._ctx_pos.get(entry_id, ()))
 
     def on_path(self, entry_id: Any) -> bool:
         if not hashable(entry_id):

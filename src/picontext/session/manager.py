@@ -19,6 +19,7 @@ Usage:
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import re
@@ -337,6 +338,14 @@ class SessionManager:
         """Position of the newest compaction on the current branch, or None."""
         return self._live_projection().last_compaction if self._has_branch() else None
 
+    def context_has_edits(self) -> bool:
+        """Whether a context_edit entry is among the current context entries."""
+        return self._live_projection().edit_count > 0
+
+    def contributes_to_context(self, entry_id: Any) -> bool:
+        """Whether the entry `entry_id` is in the current context and projects to a message."""
+        return self._live_projection().contributes(entry_id)
+
     def entries_after(self, entry_id: Any) -> list[Entry]:
         """The current branch's entries after `entry_id` ([] when it is not on the branch)."""
         position = self.branch_position(entry_id)
@@ -420,7 +429,7 @@ class SessionManager:
             candidate = self._ids.entry_id()
             if candidate not in self._index:
                 return candidate
-        return self._ids.full_id()  # type: ignore[attr-defined, no-any-return]
+        return self._ids.session_id()  # a full UUID, as Pi falls back to randomUUID()
 
     def _now_iso(self) -> str:
         return iso_from_ms(self._clock.now_ms())
@@ -659,7 +668,7 @@ class SessionManager:
         return list_sessions(cwd, session_dir)
 
     @staticmethod
-    def list_all(session_dir: str | None = None) -> list[Any]:
+    def list_all(session_dir: str | None = None) -> builtins.list[Any]:
         from picontext.session.listing import list_all_sessions
 
         return list_all_sessions(session_dir)

@@ -452,7 +452,7 @@ class JsonlSessionStore:
         return self.path
 
     def exists(self) -> bool:
-        return os.path.lexists(self.path)
+        return os.path.exists(self.path)
 
     def tail(self) -> Tail | None:
         try:
@@ -523,14 +523,14 @@ class JsonlSessionStore:
                 os.close(fd)
             return
         deadline = time.monotonic() + self.lock_timeout
-        while (fd := self._try_lock(flags)) is None:
+        while (locked := self._try_lock(flags)) is None:
             if time.monotonic() > deadline:
                 raise self._locked()
             time.sleep(0.005)
         try:
-            yield fd
+            yield locked
         finally:
-            os.close(fd)  # closing releases the flock
+            os.close(locked)  # closing releases the flock
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Tail | None]:

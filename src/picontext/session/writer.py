@@ -63,7 +63,13 @@ class SessionWriter:
                 self._write(store, entries, index)
             return
         if not self.flushed:
-            self.tail = store.create(index.file_entries)
+            try:
+                self.tail = store.create(index.file_entries)
+            except FileExistsError:
+                # Another process created the same new file first (two `-p --session NEW` runs at
+                # once). Keep both conversations: ours joins the file as a second root of its tree.
+                body = [e for e in index.file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
+                self.tail = store.append(body)
             self.flushed = True
             self.pending_upgrade = None
         else:

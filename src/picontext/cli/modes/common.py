@@ -23,6 +23,7 @@ from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
+from picontext.cli.loading import CappedWarnings, check_regular_file
 from picontext.cli.main import CliError
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
@@ -86,15 +87,18 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     url = store_url()
     if url is not None:  # --store URL: the same choices, in the session database
         return open_stored_manager(args, cwd, url)
+    warn = CappedWarnings()
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
-        return SessionManager.open(args.session)
+        # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
+        check_regular_file(args.session, missing_ok=True)
+        return SessionManager.open(args.session, warn=warn)
     if flag(args, "resume"):
-        return SessionManager.open(pick_session(cwd))
+        return SessionManager.open(pick_session(cwd), warn=warn)
     if flag(args, "continue_"):
-        return SessionManager.continue_recent(cwd)
-    return SessionManager.create(cwd)
+        return SessionManager.continue_recent(cwd, warn=warn)
+    return SessionManager.create(cwd, warn=warn)
 
 
 def settings_model() -> str | None:

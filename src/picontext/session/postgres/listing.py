@@ -23,7 +23,7 @@ def _dt(ms: float) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _info(db: Database, row: tuple) -> SessionInfo:  # type: ignore[type-arg]
+def _info(db: Database, row: tuple) -> SessionInfo:
     (session_id, cwd, name, parent, created_ms, updated_ms, messages, entries, size, first, activity) = row
     created = _dt(created_ms) if created_ms == created_ms and created_ms is not None else None
     modified = _dt(activity) if activity > 0 else created if created is not None else _dt(float(updated_ms))
