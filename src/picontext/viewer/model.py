@@ -48,7 +48,7 @@ def entry_preview(entry: Any) -> str:
     kind = entry.get("type")
     if kind in _CONTENT:
         message = entry.get("message")
-        if field_of(message, "role") == "system" and not entry_text(entry).strip():
+        if isinstance(message, dict) and message.get("role") == "system" and not entry_text(entry).strip():
             sections = message.get("sections")
             names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
             return _short(f"system prompt · sections: {names}" if names else "system prompt")
@@ -71,7 +71,8 @@ def entry_preview(entry: Any) -> str:
     if kind == "custom":
         return _short(f"custom [{entry.get('customType')}]")
     if kind == "usage":
-        usage = entry.get("usage") if isinstance(entry.get("usage"), dict) else {}
+        found = entry.get("usage")
+        usage: dict[str, Any] = found if isinstance(found, dict) else {}
         return _short(f"usage [{entry.get('kind')}] {entry.get('provider')}/{entry.get('model')}: "
                       f"{usage.get('totalTokens')} tokens")
     return _short(f"{kind} (unknown type)")
@@ -80,7 +81,7 @@ def entry_preview(entry: Any) -> str:
 def _flags(entry: Any) -> int:
     """Bit 1: assistant with only tool calls (Pi's filters hide it); bit 2: error/aborted turn."""
     message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
-    if field_of(message, "role") != "assistant":
+    if not isinstance(message, dict) or message.get("role") != "assistant":
         return 0
     content = message.get("content")
     has_text = (isinstance(content, str) and content.strip() != "") or (isinstance(content, list) and any(
@@ -136,7 +137,7 @@ def _models_table(entries: list[Any]) -> list[dict[str, Any]]:
 def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
     details = entry.get("details")
     if isinstance(details, dict) and isinstance(details.get("verifiedFacts"), dict):
-        return details["verifiedFacts"]  # type: ignore[no-any-return]
+        return details["verifiedFacts"]
     facts = parse_ledger(entry.get("summary") if isinstance(entry.get("summary"), str) else None)
     return {"lastUserRequest": facts.last_user_request, "modifiedFiles": facts.modified_files,
             "errors": facts.errors}

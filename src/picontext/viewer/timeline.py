@@ -99,7 +99,7 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
             first_at[key] = pos
         kind = field_of(entry, "type")
         message = entry.get("message") if kind == "message" else None
-        if field_of(message, "role") == "assistant":
+        if isinstance(message, dict) and message.get("role") == "assistant":
             estimate = anchor + trailing if anchor is not None else estimate_before(path, pos, fold_from)
             usage = get_assistant_usage(message)
             provider, model = str(message.get("provider", "?")), str(message.get("model", "?"))
