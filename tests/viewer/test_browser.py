@@ -340,9 +340,9 @@ def test_hostile_session_text_runs_no_script(browser: Any, shots: Path, tmp_path
 
 def test_demo_session_shows_its_overflow_recovery(browser: Any, shots: Path, tmp_path: Path) -> None:
     """`picontext demo` overflows once and recovers by compacting: the plot and the card say so."""
-    subprocess.run([sys.executable, "-m", "picontext", "demo", "--fast", "--dir", str(tmp_path / "demo")],
-                   check=True, capture_output=True, timeout=300)
-    [session] = list((tmp_path / "demo").rglob("*.jsonl"))
+    out = subprocess.run([sys.executable, "-m", "picontext", "demo", "--fast", "--dir", str(tmp_path / "demo")],
+                         check=True, capture_output=True, text=True, timeout=300).stdout
+    session = Path(next(line for line in out.splitlines() if line.startswith("Session file: "))[14:].strip())
     entries = read_entries(session)
     branch = branch_of(entries)
     overflowed = [e["id"] for e in branch if e["type"] == "message" and e["message"]["role"] == "assistant"
