@@ -85,7 +85,8 @@ def build_tree(index: EntryIndex) -> list[TreeNode]:
     stack = list(roots)
     while stack:
         node = stack.pop()
-        node.children.sort(key=_timestamp_key)
+        if len(node.children) > 1:  # a sort of one still parses its timestamp
+            node.children.sort(key=_timestamp_key)
         stack.extend(node.children)
     return roots
 

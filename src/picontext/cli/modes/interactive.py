@@ -65,6 +65,7 @@ COMMANDS = {
     "name": ("[NAME]", "show or set the session's name"),
     "session": ("", "session file, id, entries, tokens and cost"),
     "context": ("", "where the context window goes: system prompt, tools, summaries, messages, free"),
+    "export": ("[FILE]", "write the session as a self-contained HTML page (docs/viewer.md)"),
     "help": ("", "this list"),
     "exit": ("", "leave (also /quit, Ctrl+D, or Ctrl+C twice on an empty line)"),
 }
@@ -507,6 +508,17 @@ class ChatUI:
             self.console.print(Text(f"{key:>14}: ", style="dim") + Text(value))
         if not m.is_persisted():
             self.view.line("(not saved: --no-session)", "dim")
+
+    async def cmd_export(self, arg: str) -> None:
+        from picontext.cli.export_cmds import write_export
+
+        def export() -> str:  # reads and renders the whole file: off the event loop
+            path = self.c.manager.get_session_file()
+            if not self.c.manager.is_persisted() or not path or not os.path.exists(path):
+                raise CliError("Nothing to export yet: the session file is written with the first reply")
+            return write_export(path, self.c.manager.get_leaf_id(), arg or None)
+
+        self.view.line(f"Exported to {await asyncio.to_thread(export)}", "green")
 
     async def cmd_context(self, _: str) -> None:
         from picontext.cli.modes.context_view import show

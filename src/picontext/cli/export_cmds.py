@@ -1,0 +1,69 @@
+"""`picontext export FILE [--leaf ID] [-o OUT]`: the session as one self-contained HTML file.
+
+The page shows the entry tree (branches, labels, compactions, branch summaries, context edits,
+the current leaf), every entry in full, search and Pi's filters, the context size per request
+with threshold, window, compactions and overflow recoveries, what each compaction summarized,
+and tokens and cost per model. Nothing is fetched when it is viewed. See docs/viewer.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from picontext.cli.loading import LoadedSession, load_session
+from picontext.cli.main import CliError
+from picontext.viewer.model import build_view
+from picontext.viewer.page import render_page
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("export", help="write the session as one self-contained HTML file (tree, context plot, "
+                                      "compactions, cost)")
+    p.add_argument("file", help="session file (.jsonl)")
+    p.add_argument("--leaf", metavar="ID", help="show the branch ending here (default: the session's leaf)")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: FILE with .html; '-' for stdout)")
+    p.set_defaults(handler=cmd_export)
+
+
+def default_output(path: str) -> str:
+    base = path[: -len(".jsonl")] if path.endswith(".jsonl") else path
+    return base + ".html"
+
+
+def export_html(session: LoadedSession, leaf: str | None = None) -> str:
+    """The page for a loaded session (also used by `/export` in the chat)."""
+    if leaf is not None:
+        session.resolve_leaf(leaf)
+    meta, lines = build_view(session.file_entries, leaf, file_name=os.path.basename(session.path))
+    return render_page(meta, lines)
+
+
+def write_export(path: str, leaf: str | None, output: str | None) -> str:
+    """Export the session file at `path`; returns where the page went ("-" for stdout)."""
+    page = export_html(load_session(path), leaf)
+    out = output or default_output(path)
+    if out == "-":
+        sys.stdout.write(page)
+        return out
+    tmp = f"{out}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, out)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CliError(f"cannot write {out}: {exc.strerror}") from None
+    return out
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    out = write_export(args.file, args.leaf, args.output)
+    if out != "-":
+        print(f"wrote {out}", file=sys.stderr)
+    return 0

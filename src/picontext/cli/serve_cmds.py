@@ -1,0 +1,52 @@
+"""`picontext serve [--dir DIR] [--all] [--host H] [--port N]`: browse sessions in a local web viewer.
+
+Lists the sessions of the current project (or of DIR, or of every project with --all); each
+opens the `picontext export` page, which refreshes itself while the session grows. Binds
+127.0.0.1 unless --host says otherwise. See docs/viewer.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from picontext.cli.main import CliError
+from picontext.session.listing import SessionInfo, list_all_sessions, list_sessions
+from picontext.viewer.server import ViewerServer
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="local web viewer over the sessions of a directory (127.0.0.1)")
+    p.add_argument("--dir", help="a session directory (default: this project's sessions)")
+    p.add_argument("--all", action="store_true", help="sessions of every project")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8377, help="port (default 8377; 0 picks a free one)")
+    p.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    cwd = os.getcwd()
+    if args.dir is not None and not os.path.isdir(args.dir):
+        raise CliError(f"no such directory: {args.dir}")
+
+    def lister() -> list[SessionInfo]:
+        if args.all or args.dir is not None:
+            return list_all_sessions(args.dir)
+        return list_sessions(cwd)
+
+    where = args.dir or ("all projects" if args.all else cwd)
+    try:
+        server = ViewerServer(lister, where, args.host, args.port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    print(f"picontext viewer on {server.url} ({where}); Ctrl-C stops it", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    print("stopped", file=sys.stderr)
+    return 0

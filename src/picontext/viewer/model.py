@@ -1,0 +1,306 @@
+"""The data behind the viewer page, computed once in Python with the session and compaction code.
+
+`build_view(file_entries, leaf)` returns two things the page embeds:
+
+* `meta` — a compact JSON object: header facts, one short row per entry (id, parent, kind, role,
+  preview, label) in tree display order, the branch, what `picontext dropped` reports, the plot
+  series (`timeline.py`), each compaction's summary, ledger, cut point and summarized entries, and
+  tokens/cost per model;
+* `lines` — each entry as one JSON line, parsed by the page only when the entry is opened, so a
+  100k-entry session costs the browser one string split, not 100k objects or DOM nodes.
+
+Everything is computed by the same functions the CLI uses (`session.dropped`, `compaction.tokens`,
+`session.projection`, the manager's tree and labels); the page only shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from picontext import _json
+from picontext._gc import gc_paused
+from picontext.ai.models import ModelCatalog, default_catalog
+from picontext.compaction.settings import CompactionSettings, load_compaction_settings
+from picontext.compaction.verify import parse_ledger
+from picontext.errors import PicontextError
+from picontext.session.dropped import dropped_entries, entry_text
+from picontext.session.manager import SessionManager
+from picontext.session.projection import field_of, fold_path, hashable
+from picontext.viewer.timeline import build_timeline
+
+__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview"]
+
+PREVIEW_CHARS = 80
+_CONTENT = ("message", "custom_message")
+_WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by position
+
+
+def _short(text: str, width: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(text[: width * 4].split())  # a long tool result need not be split whole for 80 chars
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def entry_preview(entry: Any) -> str:
+    """One line of plain text describing any entry (the page escapes it)."""
+    if not isinstance(entry, dict):
+        return _short(_json.dumps(entry).decode(errors="replace"))
+    kind = entry.get("type")
+    if kind in _CONTENT:
+        message = entry.get("message")
+        if isinstance(message, dict) and message.get("role") == "system" and not entry_text(entry).strip():
+            sections = message.get("sections")
+            names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
+            return _short(f"system prompt · sections: {names}" if names else "system prompt")
+        return _short(entry_text(entry))
+    if kind == "compaction":
+        return _short(f"compaction · {entry.get('tokensBefore')} tokens before · {entry.get('summary', '')}")
+    if kind == "branch_summary":
+        return _short(f"branch summary · {entry.get('summary', '')}")
+    if kind == "context_edit":
+        what = "omit" if entry.get("replacement") is None else "replace"
+        return _short(f"context edit · {what} {entry.get('targetId')}")
+    if kind == "model_change":
+        return _short(f"model → {entry.get('provider')}/{entry.get('modelId')}")
+    if kind == "thinking_level_change":
+        return _short(f"thinking → {entry.get('thinkingLevel')}")
+    if kind == "label":
+        return _short(f"label {entry.get('targetId')} = {entry.get('label', '(cleared)')}")
+    if kind == "session_info":
+        return _short(f"name = {entry.get('name')}")
+    if kind == "custom":
+        return _short(f"custom [{entry.get('customType')}]")
+    if kind == "usage":
+        found = entry.get("usage")
+        usage: dict[str, Any] = found if isinstance(found, dict) else {}
+        return _short(f"usage [{entry.get('kind')}] {entry.get('provider')}/{entry.get('model')}: "
+                      f"{usage.get('totalTokens')} tokens")
+    return _short(f"{kind} (unknown type)")
+
+
+def _flags(entry: Any) -> int:
+    """Bit 1: assistant with only tool calls (Pi's filters hide it); bit 2: error/aborted turn."""
+    message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return 0
+    content = message.get("content")
+    has_text = (isinstance(content, str) and content.strip() != "") or (isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip() for b in content))
+    stop = message.get("stopReason")
+    failed = bool(stop) and stop not in ("stop", "toolUse")
+    return (0 if has_text else 1) | (2 if failed else 0)
+
+
+def _add_usage(row: dict[str, Any], usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
+        value = usage.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            row[key] = row.get(key, 0) + value
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
+        row["cost"] = row.get("cost", 0) + cost["total"]
+
+
+def _models_table(entries: list[Any]) -> list[dict[str, Any]]:
+    """Tokens and cost per model over the whole file; the extra rows make the total equal `stats`."""
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(name: str) -> dict[str, Any]:
+        return rows.setdefault(name, {"model": name, "calls": 0})
+
+    for entry in entries:
+        kind = field_of(entry, "type")
+        if kind == "message":
+            message = entry.get("message")
+            role = field_of(message, "role")
+            if role == "assistant":
+                r = row(f"{message.get('provider', '?')}/{message.get('model', '?')}")
+                r["calls"] += 1
+                _add_usage(r, message.get("usage"))
+            elif role == "toolResult" and isinstance(message.get("usage"), dict):
+                r = row("(inside tool results)")
+                r["calls"] += 1
+                _add_usage(r, message.get("usage"))
+        elif kind == "usage":
+            r = row(f"{entry.get('provider', '?')}/{entry.get('model', '?')}")
+            r["calls"] += 1
+            _add_usage(r, entry.get("usage"))
+        elif kind in ("compaction", "branch_summary") and isinstance(entry.get("usage"), dict):
+            r = row("(compaction summaries)" if kind == "compaction" else "(branch summaries)")
+            r["calls"] += 1
+            _add_usage(r, entry.get("usage"))
+    return sorted(rows.values(), key=lambda r: -r.get("cost", 0))
+
+
+def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
+    details = entry.get("details")
+    if isinstance(details, dict) and isinstance(details.get("verifiedFacts"), dict):
+        return details["verifiedFacts"]
+    facts = parse_ledger(entry.get("summary") if isinstance(entry.get("summary"), str) else None)
+    return {"lastUserRequest": facts.last_user_request, "modifiedFiles": facts.modified_files,
+            "errors": facts.errors}
+
+
+def _window_lookup(catalog: ModelCatalog | None) -> Callable[[str, str], int | None]:
+    cache: dict[tuple[str, str], int | None] = {}
+
+    def window_of(provider: str, model: str) -> int | None:
+        key = (provider, model)
+        if key not in cache:
+            found = catalog.find(provider, model) if catalog is not None else None
+            cache[key] = int(found["contextWindow"]) if found and found.get("contextWindow") else None
+        return cache[key]
+
+    return window_of
+
+
+def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+               catalog: ModelCatalog | None = None,
+               settings: CompactionSettings | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf)."""
+    with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
+        return _build_view(file_entries, leaf, file_name, catalog, settings)
+
+
+def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catalog: ModelCatalog | None,
+                settings: CompactionSettings | None) -> tuple[dict[str, Any], list[bytes]]:
+    header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
+    manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
+    if leaf is not None:
+        manager.branch(leaf)
+    entries = manager.get_entries()
+    position = {id(e): i for i, e in enumerate(entries)}
+    ids = [field_of(e, "id") for e in entries]
+    ids = [x if isinstance(x, str) else _json.dumps(x).decode() for x in ids]
+
+    order, prefix, labels = _tree_rows(manager, position)
+    branch = manager.get_branch()
+    branch_index = [position[id(e)] for e in branch]
+    leaf_index = branch_index[-1] if branch_index else None
+
+    on_branch = {field_of(e, "id"): i for e, i in zip(branch, branch_index, strict=True) if hashable(field_of(e, "id"))}
+    dropped_list = dropped_entries(manager)
+    dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
+                on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_list]
+    # Most entries of a long session are dropped ones: their preview is the one `dropped` made.
+    previews: dict[int, str] = {row[0]: d.preview for row, d in zip(dropped, dropped_list, strict=True)}
+
+    catalog = catalog if catalog is not None else _safe_catalog()
+    last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"), None)
+    if settings is None:
+        try:
+            settings = load_compaction_settings(None, _model_ref(last_model))
+        except PicontextError:
+            settings = CompactionSettings()
+    timeline = build_timeline(branch, _window_lookup(catalog))
+
+    compactions = _compactions(branch, timeline, position)
+
+    models: dict[str, int] = {}
+    meta = {
+        "version": 1,
+        "file": file_name,
+        "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
+        "name": manager.get_session_name(),
+        "ids": ids,
+        "kinds": _codes([str(field_of(e, "type")) for e in entries]),
+        "roles": _codes([str(field_of(field_of(e, "message"), "role") or "") if field_of(e, "type") == "message"
+                         else "" for e in entries]),
+        "flags": [_flags(e) for e in entries],
+        "previews": [previews[i] if i in previews else entry_preview(e) for i, e in enumerate(entries)],
+        "order": order,
+        "prefix": prefix,
+        "labels": labels,
+        "branch": branch_index,
+        "leaf": leaf_index,
+        "dropped": dropped,
+        "compactions": compactions,
+        "plot": {
+            "requests": [[branch_index[r.position], r.reported, r.estimate, r.window,
+                          models.setdefault(r.model, len(models))] for r in timeline.requests],
+            "models": list(models),
+            "compactions": [[branch_index[c.position], c.requests_before, c.tokens_before, c.tokens_after,
+                             c.overflow] for c in timeline.compactions],
+            "overflows": [branch_index[p] for p in timeline.overflows],
+            "settings": settings.to_json(),
+        },
+        "models": _models_table(entries),
+    }
+    lines = [_json.dumps(e) for e in entries]
+    return meta, lines
+
+
+def _tree_rows(manager: SessionManager, position: dict[int, int]) -> tuple[list[int], list[str], list[list[Any]]]:
+    """Entry positions in display order, their indentation and labels: a linear chain keeps its
+    indentation, each branch point indents (as `picontext tree` draws it)."""
+    order: list[int] = []
+    prefix: list[str] = []
+    labels: list[list[Any]] = []
+    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(manager.get_tree())]
+    while stack:
+        node, pre, child_pre = stack.pop()
+        index = position[id(node.entry)]
+        order.append(index)
+        prefix.append(pre)
+        if node.label:
+            labels.append([index, node.label])
+        children = node.children
+        if len(children) == 1:
+            stack.append((children[0], child_pre, child_pre))
+        else:
+            for i in range(len(children) - 1, -1, -1):
+                last = i == len(children) - 1
+                stack.append((children[i], child_pre + ("└─ " if last else "├─ "),
+                              child_pre + ("   " if last else "│  ")))
+    return order, prefix, labels
+
+
+def _compactions(branch: list[Any], timeline: Any, position: dict[int, int]) -> list[dict[str, Any]]:
+    """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
+    first_at: dict[Any, int] = {}
+    for pos, e in enumerate(branch):
+        key = field_of(e, "id")
+        if hashable(key):
+            first_at.setdefault(key, pos)
+    out = []
+    previous_from = 0
+    for mark in timeline.compactions:
+        pos, entry = mark.position, branch[mark.position]
+        # The context just before and just after the compaction; folding from the previous
+        # compaction's kept part gives what folding the whole prefix gives, in linear total time.
+        before = fold_path(branch[previous_from:pos])
+        after = {id(e) for e in fold_path(branch[mark.fold_from: pos + 1])}
+        previous_from = mark.fold_from
+        summarized = [position[id(e)] for e in before
+                      if id(e) not in after and field_of(e, "type") in _CONTENT
+                      and field_of(field_of(e, "message"), "role") != "system"]
+        first_kept = entry.get("firstKeptEntryId")
+        kept_pos = first_at.get(first_kept) if hashable(first_kept) else None
+        kept_at = position[id(branch[kept_pos])] if kept_pos is not None and kept_pos < pos else None
+        out.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
+                    "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
+                    "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
+                    "details": entry.get("details") if isinstance(entry.get("details"), dict) else None})
+    return out
+
+
+def _codes(values: list[str]) -> dict[str, Any]:
+    """A column of few distinct strings as `{names, codes}` (the page expands it)."""
+    names: dict[str, int] = {}
+    return {"codes": [names.setdefault(v, len(names)) for v in values], "names": list(names)}
+
+
+def _model_ref(assistant_entry: Any) -> dict[str, Any] | None:
+    message = field_of(assistant_entry, "message")
+    if not isinstance(message, dict):
+        return None
+    return {"provider": message.get("provider"), "id": message.get("model")}
+
+
+def _safe_catalog() -> ModelCatalog | None:
+    try:
+        return default_catalog()
+    except PicontextError:
+        return None
