@@ -10,7 +10,8 @@ from picontext.errors import ConfigError
 
 def test_all_off_by_default_and_absent_from_the_reference_object() -> None:
     s = Settings().compaction(("p", "m"))
-    assert (s.background_tokens, s.resumable, s.model, s.calibrate_tokens, s.loop_guard) == (0, False, None, False, True)
+    values = (s.background_tokens, s.resumable, s.model, s.calibrate_tokens, s.loop_guard)
+    assert values == (0, False, None, False, True)
     assert s == DEFAULT_COMPACTION_SETTINGS
     assert s.to_json() == {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": 20000}
 
