@@ -31,7 +31,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)")
     p.add_argument("file")
     p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
-    p.add_argument("--model", help="summarizing model as provider/id (needed by the summary strategies)")
+    p.add_argument("--model", help="model as provider/id: picks per-model settings, and writes the summary unless "
+                                   "--summary-model or compaction.model names another")
+    p.add_argument("--summary-model", metavar="PROVIDER/ID",
+                   help="the model that writes the summary (default: compaction.model, else --model)")
     p.add_argument("--instructions", help="extra focus for the summary")
     p.add_argument("--strategy", choices=STRATEGIES, default="summary",
                    help="summary (Pi's behaviour, default), mask (no model), or mask-then-summary")
@@ -60,15 +63,13 @@ def _write_json(value: Any) -> None:
 
 
 def _completion(model_ref: str | None) -> Any:
-    """A `StreamCompletion` for `--model`, with its key checked now (one line, exit 2 when missing)."""
+    """A `StreamCompletion` for the summarizing model, with its key checked now (one line, exit 2
+    when missing)."""
     if model_ref is None:
         return None
-    from picontext.ai.auth import require_api_key
-    from picontext.ai.models import default_catalog
-    from picontext.compaction.completion import StreamCompletion
+    from picontext.compaction.summary_model import summary_completion
 
-    model = default_catalog().get(model_ref)
-    return StreamCompletion(model, api_key=require_api_key(model["provider"], model=model))
+    return summary_completion(model_ref)
 
 
 def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
@@ -121,10 +122,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.dry_run:
         return _dry_run(args, settings_for)
-    if args.strategy != "mask" and model_ref is None:
+    loaded = load_session(args.file)  # one-line errors for missing or invalid files before anything is written
+    summary_ref = args.summary_model or settings_for(loaded.header.get("cwd")).model or model_ref
+    if args.strategy != "mask" and summary_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
-    completion = _completion(model_ref)
-    load_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
+    completion = _completion(summary_ref) if args.strategy != "mask" else None
     manager = SessionManager.open(args.file)
     if args.leaf is not None and manager.get_entry(args.leaf) is None:
         raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")
