@@ -49,7 +49,7 @@ from picontext.session.projection import field_of
 from picontext.session.system_prompt import get_current_system_message
 
 if TYPE_CHECKING:
-    from picontext.agent.session import AgentSession
+    from picontext.agent.host import CompactionHost
 
 __all__ = [
     "OVERFLOW_RECOVERY_FAILED",
@@ -87,7 +87,7 @@ class CompactionRuntime:
     Invariant: at most one compaction runs at a time (`controller` is set while it runs).
     """
 
-    def __init__(self, session: AgentSession) -> None:
+    def __init__(self, session: CompactionHost) -> None:
         self.s = session
         self.fuse = False
         """Pi `_overflowRecoveryAttempted`: one compact-and-retry per user message."""
@@ -241,7 +241,7 @@ class CompactionRuntime:
             if pre_prompt:  # already reported after the run; the new prompt resets the fuse
                 return False
             error = OVERFLOW_RECOVERY_FAILED if overflow else TRUNCATED_RECOVERY_FAILED
-            await self.s._emit(
+            await self.s.emit(
                 {"type": "compaction_end", "reason": "overflow", "aborted": False, "willRetry": False,
                  "errorMessage": error}
             )
@@ -375,7 +375,7 @@ class CompactionRuntime:
         if self._skipped_at is not None and tokens <= self._skipped_at:
             return  # said it already for this size
         self._skipped_at = tokens
-        await self.s._emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": tokens})
+        await self.s.emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": tokens})
 
     async def compact_manual(self, instructions: str | None = None) -> dict[str, Any]:
         """Pi `compact()` after the run was stopped: the result, or raises the original error."""
@@ -392,7 +392,7 @@ class CompactionRuntime:
         if parent is not None:
             parent.add_listener(lambda: controller.abort("aborted"))
         self.controller, self.reason = controller, reason
-        await self.s._emit({"type": "compaction_start", "reason": reason})
+        await self.s.emit({"type": "compaction_start", "reason": reason})
         return controller
 
     async def _compact(
@@ -440,7 +440,7 @@ class CompactionRuntime:
         after = estimated_tokens(self.s.manager)
         self._after_success(reason, after)
         entry = self.s.manager.get_entry(entry_id)
-        await self.s._hook("session_compact", {
+        await self.s.run_hook("session_compact", {
             "compactionEntry": entry, "fromExtension": from_extension, "reason": reason, "willRetry": will_retry,
         })
         result_json: dict[str, Any] = {
@@ -452,7 +452,7 @@ class CompactionRuntime:
         if details is not None:
             result_json["details"] = details
         self.controller = self.reason = None  # cleared before announcing (listeners may prompt)
-        await self.s._emit({
+        await self.s.emit({
             "type": "compaction_end", "reason": reason, "result": result_json, "aborted": False,
             "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after,
         })
@@ -506,7 +506,7 @@ class CompactionRuntime:
             try:
                 result = await _call(fn, event)
             except Exception as exc:
-                await self.s._emit_hook_error(_name(fn), "session_before_compact", exc)
+                await self.s.report_hook_error(_name(fn), "session_before_compact", exc)
                 continue
             if not isinstance(result, dict) or not result:
                 continue
@@ -525,7 +525,7 @@ class CompactionRuntime:
                       "overflow": "Context overflow recovery failed: "}[reason]
             message = prefix + (str(exc) or type(exc).__name__)
             event["errorMessage"] = message
-        await self.s._emit(event)
+        await self.s.emit(event)
         await self._hook_failed(reason, message, aborted=aborted, from_extension=from_extension)
 
     async def _hook_failed(self, reason: str, message: str | None, *, aborted: bool, from_extension: bool) -> None:
@@ -533,7 +533,7 @@ class CompactionRuntime:
                                    "fromExtension": from_extension}
         if message is not None:
             payload["errorMessage"] = message
-        await self.s._hook("session_compact_failed", payload)
+        await self.s.run_hook("session_compact_failed", payload)
 
     def abort(self) -> None:
         if self.controller is not None:

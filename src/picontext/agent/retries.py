@@ -22,7 +22,7 @@ from picontext.ai.event_stream import AbortSignal
 from picontext.ai.retry import RetryPolicy, is_retryable_error, retry_delay_ms
 
 if TYPE_CHECKING:
-    from picontext.agent.session import AgentSession
+    from picontext.agent.host import RetryHost
 
 __all__ = ["RETRY_CANCELLED", "RetryRuntime", "retry_policy_from_settings"]
 
@@ -45,7 +45,7 @@ def retry_policy_from_settings(data: dict[str, Any] | None) -> RetryPolicy:
 class RetryRuntime:
     """Retry state of one session. Invariant: `attempt > 0` exactly while a sequence is open."""
 
-    def __init__(self, session: AgentSession, sleep: Sleep | None = None) -> None:
+    def __init__(self, session: RetryHost, sleep: Sleep | None = None) -> None:
         self.s = session
         self.attempt = 0
         self.sleeping: AbortSignal | None = None
@@ -76,7 +76,7 @@ class RetryRuntime:
             self.attempt -= 1
             return False
         delay = retry_delay_ms(policy, self.attempt)
-        await self.s._emit({
+        await self.s.emit({
             "type": "auto_retry_start", "attempt": self.attempt, "maxAttempts": policy.max_retries,
             "delayMs": delay, "errorMessage": message.get("errorMessage") or "Unknown error",
         })
@@ -98,19 +98,19 @@ class RetryRuntime:
         """A reply that is neither an error nor aborted ends an open sequence successfully."""
         if self.attempt > 0 and message.get("stopReason") not in ("error", "aborted"):
             attempt, self.attempt = self.attempt, 0
-            await self.s._emit({"type": "auto_retry_end", "success": True, "attempt": attempt})
+            await self.s.emit({"type": "auto_retry_end", "success": True, "attempt": attempt})
 
     async def close_cancelled(self) -> None:
         if self.attempt > 0:
             attempt, self.attempt = self.attempt, 0
-            await self.s._emit(
+            await self.s.emit(
                 {"type": "auto_retry_end", "success": False, "attempt": attempt, "finalError": RETRY_CANCELLED}
             )
 
     async def close_exhausted(self, message: Any) -> None:
         if self.attempt > 0:
             attempt, self.attempt = self.attempt, 0
-            await self.s._emit({
+            await self.s.emit({
                 "type": "auto_retry_end", "success": False, "attempt": attempt,
                 "finalError": message.get("errorMessage") or "Unknown error",
             })

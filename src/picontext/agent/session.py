@@ -310,7 +310,7 @@ class AgentSession:
         if state == self._shown_queue:
             return
         self._shown_queue = state
-        await self._emit({"type": "queue_update", "steering": state[0], "followUp": state[1]})
+        await self.emit({"type": "queue_update", "steering": state[0], "followUp": state[1]})
 
     # -- operations ----------------------------------------------------------------------------------
 
@@ -432,7 +432,7 @@ class AgentSession:
         try:
             await self._before_prompt(signal)
             if signal.aborted:
-                await self._emit({"type": "prompt_cancelled", "messages": prompts})
+                await self.emit({"type": "prompt_cancelled", "messages": prompts})
                 return
             await self._consume(run_agent_loop(prompts, self._context(), self._loop_config(), signal))
             while not signal.aborted:
@@ -444,7 +444,7 @@ class AgentSession:
                 await self.retries.close_cancelled()
             self._signal = None
             self._leave("run")
-            await self._emit({"type": "agent_settled"})
+            await self.emit({"type": "agent_settled"})
 
     async def _continue(self, go_on: bool, signal: AbortSignal) -> bool:
         """Start the next low-level run: continue from the transcript, or deliver queued messages.
@@ -505,7 +505,7 @@ class AgentSession:
             aborted = self._signal is not None and self._signal.aborted
             will_retry = self.retries.will_retry(event["messages"], aborted)  # type: ignore[typeddict-item]
             event = {**event, "willRetry": will_retry}  # type: ignore[assignment]
-        await self._emit(event)
+        await self.emit(event)
         if kind == "message_end" and message.get("role") == "assistant":
             await self.retries.on_assistant_end(message)
 
@@ -531,25 +531,56 @@ class AgentSession:
                 continue
             edit_id = self.manager.append_context_edit(entry_id, None)
             ids.append(edit_id)
-            await self._emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})  # type: ignore[typeddict-item]
+            await self.emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})  # type: ignore[typeddict-item]
         return ids
 
-    async def _emit(self, event: Any) -> None:
+    # -- the host interfaces (agent/host.py) ---------------------------------------------------------
+
+    async def emit(self, event: Any) -> None:
+        """Deliver `event` to every listener, in subscription order."""
         for listener in list(self._listeners):
             result = listener(event)
             if inspect.isawaitable(result):
                 await result
 
-    async def _emit_hook_error(self, path: str, event: str, exc: Exception) -> None:
-        await self._emit({"type": "extension_error", "extensionPath": path, "event": event,
-                          "error": f"{type(exc).__name__}: {exc}"})
+    async def report_hook_error(self, path: str, event: str, exc: Exception) -> None:
+        await self.emit({"type": "extension_error", "extensionPath": path, "event": event,
+                         "error": f"{type(exc).__name__}: {exc}"})
 
-    async def _hook(self, event: Any, payload: Any) -> list[Any]:
+    async def run_hook(self, event: Any, payload: Any) -> list[Any]:
+        """Run the `event` handlers; their errors become `extension_error` events."""
         results, errors = await self.hooks.emit(event, payload)
         for err in errors:
-            await self._emit({"type": "extension_error", "extensionPath": err.path, "event": err.event,
-                              "error": err.error})
+            await self.emit({"type": "extension_error", "extensionPath": err.path, "event": err.event,
+                             "error": err.error})
         return results
+
+    def summary_completion(self) -> Completion:
+        """The model that writes summaries (the `summarizer`, else the session's model)."""
+        return self.compaction.completion()
+
+    def estimated_context_tokens(self) -> int:
+        return self.compaction.projected_tokens()
+
+    def compaction_threshold(self) -> int | None:
+        return self.compaction.threshold()
+
+    def compaction_requests_left(self) -> int:
+        return max(0, self.compaction_requests_per_prompt - self.compaction_requests_used)
+
+    def request_compaction(self, instructions: str) -> None:
+        """Compact before the next request (the `request_compaction` tool); `ValueError` when
+        the per-prompt budget is used up or there is nothing to compact."""
+        if self.compaction_requests_used >= self.compaction_requests_per_prompt:
+            raise ValueError(
+                f"Compaction was already requested {self.compaction_requests_used} time(s) for this prompt "
+                f"(limit {self.compaction_requests_per_prompt}); continue the task."
+            )
+        plan, why = self.compaction.plan("manual")
+        if plan is None:
+            raise ValueError(f"Nothing to compact now: {why}. Continue the task.")
+        self.compaction_requests_used += 1
+        self.compaction.requested = instructions
 
     # -- the three checks ----------------------------------------------------------------------------
 
