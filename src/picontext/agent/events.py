@@ -35,6 +35,8 @@ __all__ = [
     "AgentStartEvent",
     "AutoRetryEndEvent",
     "AutoRetryStartEvent",
+    "CompactionBackgroundDiscardedEvent",
+    "CompactionBackgroundStartEvent",
     "CompactionEndEvent",
     "CompactionReason",
     "CompactionSkippedEvent",
@@ -179,6 +181,24 @@ class CompactionSkippedEvent(TypedDict):
     tokens: int
 
 
+class CompactionBackgroundStartEvent(TypedDict):
+    """Ours (compaction.backgroundTokens): a summary is being written while the conversation goes
+    on; it is applied at a later turn boundary (`compaction_start`/`compaction_end` with
+    `background: true`) or discarded."""
+
+    type: Literal["compaction_background_start"]
+    tokens: int
+    firstKeptEntryId: str
+
+
+class CompactionBackgroundDiscardedEvent(TypedDict):
+    """Ours: a background summary could not be applied; `discarded` counts them in this session."""
+
+    type: Literal["compaction_background_discarded"]
+    reason: str
+    discarded: int
+
+
 class EntryAppendedEvent(TypedDict):
     type: Literal["entry_appended"]
     entry: dict[str, Any]
@@ -221,6 +241,8 @@ AgentEvent: TypeAlias = (
     | CompactionStartEvent
     | CompactionEndEvent
     | CompactionSkippedEvent
+    | CompactionBackgroundStartEvent
+    | CompactionBackgroundDiscardedEvent
     | PromptCancelledEvent
     | EntryAppendedEvent
     | AutoRetryStartEvent
@@ -254,6 +276,8 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "extension_error",
     "compaction_skipped",
     "prompt_cancelled",
+    "compaction_background_start",
+    "compaction_background_discarded",
 )
 
 AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES
