@@ -1,34 +1,25 @@
-"""Compactions that cannot help: the same span twice in a row, and loops that free nothing.
+"""Compaction loops: several automatic compactions within a few turns that free nothing.
 
 Ours (`compaction.loopGuard`, on by default like the rest of the anti-thrash rules; the
-reference has neither):
+reference has none): `LIMIT` automatic compactions within `TURNS` assistant turns, each leaving
+the context above `INEFFECTIVE` of the threshold, mean that what a compaction leaves (the kept
+tail, or a summary that came out too long) keeps the session at the threshold; automatic
+compaction stops with one clear message until a manual compaction or a model with another window.
 
-* **same span**: an automatic compaction whose cut is the previous compaction's
-  `firstKeptEntryId` would only re-summarize the previous summary (it can happen with a split
-  turn); it is skipped with a `compaction_skipped` line.
-* **loop**: `LIMIT` automatic compactions within `TURNS` assistant turns, each leaving the context
-  above `INEFFECTIVE` of the threshold, mean the recent context alone keeps the session at the
-  threshold; automatic compaction stops with one clear message until a manual compaction or a
-  model with another window.
+(The same span is never compacted twice in a row without a loop guard: a plan whose cut is the
+previous compaction's first kept entry has nothing to summarize, and `prepare_compaction`
+returns None for it.)
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-from picontext.session.projection import field_of
-
-__all__ = ["INEFFECTIVE", "LIMIT", "TURNS", "CompactionLoopGuard", "same_span"]
+__all__ = ["INEFFECTIVE", "LIMIT", "TURNS", "CompactionLoopGuard"]
 
 LIMIT: Final = 3
 TURNS: Final = 6
 INEFFECTIVE: Final = 0.9
-
-
-def same_span(prep: Any) -> bool:
-    """The plan keeps exactly what the previous compaction kept: nothing new would be summarized."""
-    previous = prep.previous_compaction
-    return previous is not None and field_of(previous, "firstKeptEntryId") == prep.first_kept_entry_id
 
 
 class CompactionLoopGuard:

@@ -29,7 +29,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
 from picontext.agent.background_compaction import BackgroundCompaction
-from picontext.agent.compaction_loop import CompactionLoopGuard, same_span
+from picontext.agent.compaction_loop import CompactionLoopGuard
 from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.overflow import is_context_overflow, is_recoverable_length
@@ -291,6 +291,8 @@ class CompactionRuntime:
         self, message: Any, overflow: bool, tool_results: list[Any], pre_prompt: bool, signal: AbortSignal | None
     ) -> bool:
         if message.get("stopReason") == "stop":  # silent overflow: keep the answer, no retry
+            if self.loop_guard.is_stopped(self.threshold()):
+                return False  # ours: a compaction loop was reported; compacting again frees nothing
             return await self.run_auto("overflow", False, signal=signal)
         if self.fuse:
             if pre_prompt:  # already reported after the run; the new prompt resets the fuse
@@ -420,9 +422,6 @@ class CompactionRuntime:
                 ))
                 return False
         plan, why = self.plan(reason)
-        if plan is not None and reason == "threshold" and self.settings().loop_guard and same_span(plan.preparation):
-            plan, why = None, ("the previous compaction already summarized this span and kept the same entries; "
-                               "summarizing it again would free nothing")
         if plan is None:
             if reason == "threshold" and tokens is not None:
                 await self._skip(reason, tokens, f"Auto-compaction skipped: {why}")
