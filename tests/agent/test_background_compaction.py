@@ -154,3 +154,52 @@ async def test_a_span_recorded_before_a_crash_is_resumed_in_the_background(
     assert [e["id"] for e in spans] == [span_id]  # no second span, no end marker
     assert sum(is_summary(r) for r in server.requests) == 1
     assert of(events, "compaction_end")[0]["background"] is True
+
+
+async def test_manual_compaction_and_abort_cancel_a_running_background_summary(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    session, events = make(server, tmp_path, window=WINDOW, compaction=BG)
+    release = threading.Event()
+    server.expect(summary("## Goal\nNEVER USED").hold_after(1, release))
+    total = [0]
+    await turns(session, server, 0, 4, total)
+    await wait_for_requests(server, 5)
+    server.expect(summary("## Goal\nMANUAL"))
+    await session.compact()
+    release.set()
+    discarded = of(events, "compaction_background_discarded")
+    assert [d["reason"] for d in discarded] == ["a manual compaction replaces it"]
+    compactions = [e for e in file_entries(session) if e["type"] == "compaction"]
+    assert len(compactions) == 1 and "MANUAL" in compactions[0]["summary"]
+    # abort() stops a background summary too; the next boundary reports it as cancelled
+    second = threading.Event()
+    server.expect(summary("## Goal\nABORTED").hold_after(1, second))
+    session.compaction.background.paused = False
+    for i in range(4, 12):
+        await turns(session, server, i, 1, total)
+        if session.compaction.background.job is not None:
+            break
+    assert session.compaction.background.job is not None
+    await until(lambda: sum(is_summary(r) for r in server.requests) == 3)
+    await session.abort()
+    second.set()
+    await turns(session, server, 12, 1, total)
+    assert [d["reason"] for d in of(events, "compaction_background_discarded")][-1] == "cancelled"
+    assert len([e for e in file_entries(session) if e["type"] == "compaction"]) == 1
+
+
+async def test_applied_background_summary_calls_the_session_compact_hook(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    from picontext.agent.hooks import Hooks
+
+    hooks = Hooks()
+    seen: list[dict[str, Any]] = []
+    hooks.on("session_compact", seen.append)
+    session, _ = make(server, tmp_path, window=WINDOW, compaction=BG, hooks=hooks)
+    server.expect(summary("## Goal\nHOOKED"))
+    total = [0]
+    await turns(session, server, 0, 4, total)
+    await until(lambda: session.compaction.background.ready)
+    await turns(session, server, 4, 1, total)
+    assert len(seen) == 1 and seen[0]["reason"] == "threshold" and seen[0]["fromExtension"] is False
+    assert "HOOKED" in seen[0]["compactionEntry"]["summary"]
