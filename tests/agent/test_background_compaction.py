@@ -203,3 +203,29 @@ async def test_applied_background_summary_calls_the_session_compact_hook(
     await turns(session, server, 4, 1, total)
     assert len(seen) == 1 and seen[0]["reason"] == "threshold" and seen[0]["fromExtension"] is False
     assert "HOOKED" in seen[0]["compactionEntry"]["summary"]
+
+
+async def test_long_session_no_turn_waits_when_summaries_take_two_turns(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """The bench's claim in event terms: every summary is held until the conversation has made two
+    more requests (a slow summarizer), yet no turn waits, and nothing is discarded."""
+    settings = {"reserveTokens": 1000, "keepRecentTokens": 1500, "backgroundTokens": 5000}
+    session, events = make(server, tmp_path, window=8000, compaction=settings)
+    releases = [threading.Event() for _ in range(20)]
+    server.expect(*[summary(f"## Goal\nsummary {k}").hold_after(1, releases[k]) for k in range(20)])
+    arrived: list[int] = []
+    total = [0]
+    for i in range(60):
+        for k, turn in enumerate(arrived):
+            if turn <= i - 2:
+                releases[k].set()
+        await turns(session, server, i, 1, total)
+        arrived += [i] * (sum(is_summary(r) for r in server.requests) - len(arrived))
+    for event in releases:
+        event.set()
+    ends = of(events, "compaction_end")
+    assert len(ends) >= 4
+    assert all(e["background"] and e["waited"] is False for e in ends)
+    assert not of(events, "compaction_background_discarded") and not of(events, "compaction_skipped")
+    assert sum(is_summary(r) for r in server.requests) - len(ends) <= 1  # at most one still in flight
+    server.reset()  # the unused held summaries
