@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.overflow import is_context_overflow, is_recoverable_length
+from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
@@ -281,13 +282,29 @@ class CompactionRuntime:
 
     # -- the compaction itself -------------------------------------------------------------------
 
-    def completion(self) -> Completion:
+    def completion(self, source: str = "compaction") -> Completion:
+        """The summarizer: the session's `summarizer`, else its model over the session's client,
+        each retry wait announced as `summarization_retry_*` events."""
         if self.s.summarizer is not None:
             return self.s.summarizer
-        options = self.s.stream_options
+        options = self.s.request_options()
         return StreamCompletion(
             self.s.model, api_key=options.api_key, retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
-            client=getattr(options, "client", None),
+            client=options.client, callbacks=self._retry_callbacks(source),
+        )
+
+    def _retry_callbacks(self, source: str) -> RetryCallbacks:
+        emit = self.s.emit
+        return RetryCallbacks(
+            on_retry_scheduled=lambda attempt, most, delay, error: emit({
+                "type": "summarization_retry_scheduled", "source": source, "attempt": attempt,
+                "maxAttempts": most, "delayMs": delay, "errorMessage": error,
+            }),
+            on_retry_attempt_start=lambda: emit({"type": "summarization_retry_attempt_start", "source": source}),
+            on_retry_finished=lambda ok, attempt, error: emit({
+                "type": "summarization_retry_finished", "source": source, "success": ok, "attempt": attempt,
+                **({"finalError": error} if error else {}),
+            }),
         )
 
     def _predict_after(self, prep: CompactionPreparation) -> int:

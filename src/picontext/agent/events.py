@@ -46,6 +46,9 @@ __all__ = [
     "MessageUpdateEvent",
     "PromptCancelledEvent",
     "QueueUpdateEvent",
+    "SummarizationRetryAttemptStartEvent",
+    "SummarizationRetryFinishedEvent",
+    "SummarizationRetryScheduledEvent",
     "ThinkingLevelChangedEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
@@ -190,6 +193,33 @@ class AutoRetryStartEvent(TypedDict):
     maxAttempts: int
     delayMs: int
     errorMessage: str
+    serverRequested: NotRequired[bool]
+    """Ours: present (true) when the wait is the server's Retry-After, not the back-off."""
+
+
+class SummarizationRetryScheduledEvent(TypedDict):
+    """A summary request failed transiently and is retried after `delayMs` (Pi's event, plus
+    `source`: "compaction" or "branch_summary")."""
+
+    type: Literal["summarization_retry_scheduled"]
+    source: str
+    attempt: int
+    maxAttempts: int
+    delayMs: float
+    errorMessage: str
+
+
+class SummarizationRetryAttemptStartEvent(TypedDict):
+    type: Literal["summarization_retry_attempt_start"]
+    source: str
+
+
+class SummarizationRetryFinishedEvent(TypedDict):
+    type: Literal["summarization_retry_finished"]
+    source: str
+    success: bool
+    attempt: int
+    finalError: NotRequired[str]
 
 
 class AutoRetryEndEvent(TypedDict):
@@ -225,6 +255,9 @@ AgentEvent: TypeAlias = (
     | EntryAppendedEvent
     | AutoRetryStartEvent
     | AutoRetryEndEvent
+    | SummarizationRetryScheduledEvent
+    | SummarizationRetryAttemptStartEvent
+    | SummarizationRetryFinishedEvent
     | ThinkingLevelChangedEvent
 )
 
@@ -254,6 +287,9 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "extension_error",
     "compaction_skipped",
     "prompt_cancelled",
+    "summarization_retry_scheduled",
+    "summarization_retry_attempt_start",
+    "summarization_retry_finished",
 )
 
 AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES

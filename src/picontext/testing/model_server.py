@@ -491,6 +491,8 @@ class RecordedRequest:
     """Header names lower-cased."""
     body: Any
     dialect: str | None
+    peer: tuple[str, int] | None = None
+    """The client's address and port: one per TCP connection (connection reuse is visible here)."""
 
     @property
     def json(self) -> Any:
@@ -519,7 +521,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         dialect = dialect_for_path(self.path)
         owner = self.server.owner
-        req = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, dialect)
+        req = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, dialect,
+                              tuple(self.client_address[:2]))  # type: ignore[arg-type]
         step = owner._take(req)
         if step is None or dialect is None:
             why = "no step left" if step is None else "unknown path"
@@ -729,6 +732,12 @@ class ScriptedModelServer:
             "contextWindow": context_window,
             "maxTokens": max_tokens,
         }
+
+    @property
+    def connections(self) -> int:
+        """How many TCP connections the recorded requests came over."""
+        with self._lock:
+            return len({r.peer for r in self.requests})
 
     def iter_bodies(self) -> Iterator[Any]:
         with self._lock:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
@@ -26,7 +26,6 @@ import httpx
 from picontext.ai._http import (
     ProviderHTTPStatus,
     ProviderRequest,
-    Sleep,
     SseEvent,
     aiter_sse,
     default_client,
@@ -43,6 +42,7 @@ ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 CacheRetention = Literal["none", "short", "long"]
 
 ABORTED_TEXT = "Request was aborted"
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class Context(TypedDict):
@@ -68,11 +68,9 @@ class StreamOptions:
         cache_retention: "short" (default), "long" (1h/24h where supported) or "none"
             (no cache writes at all: summarization requests use this, spec 02 §7.5).
         headers: extra request headers (win over defaults).
-        max_retries: provider-level retries of 408/409/429/5xx before the stream starts.
-        max_retry_delay: cap in seconds on a server-requested retry delay (0 disables the cap).
         timeout: per-request timeout in seconds (httpx semantics).
         client: an `httpx.AsyncClient` to use (tests inject transports); a fresh one otherwise.
-        sleep: the backoff sleep (tests pass a no-op).
+        sleep: the retry loop's back-off sleep (`picontext.ai.retrying`; tests pass a recorder).
         tool_choice: passed through in each API's own shape.
     """
 
@@ -85,8 +83,6 @@ class StreamOptions:
     session_id: str | None = None
     cache_retention: CacheRetention = "short"
     headers: dict[str, str] = field(default_factory=dict)
-    max_retries: int = 0
-    max_retry_delay: float | None = None
     timeout: float | None = None
     client: httpx.AsyncClient | None = None
     sleep: Sleep = asyncio.sleep
@@ -307,14 +303,7 @@ def start_http_stream(
                 stream.push(fail(output, "aborted", ABORTED_TEXT))
                 return
             request = build_request(model, context, options, api_key)
-            opened = await open_stream(
-                client,
-                request,
-                max_retries=options.max_retries,
-                max_retry_delay=options.max_retry_delay,
-                sleep=options.sleep,
-                timeout=options.timeout,
-            )
+            opened = await open_stream(client, request, timeout=options.timeout)
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
             async for sse in aiter_sse(opened.response):
