@@ -120,9 +120,12 @@ class CompactionRuntime:
         return window - self.settings().reserve_tokens
 
     def projected_tokens(self) -> int:
+        return int(self.projected_estimate()["tokens"])
+
+    def projected_estimate(self) -> Any:
+        """Pi estimateProjectedContextTokens of the session now (`lastUsageIndex` None: no usage anchor)."""
         manager = self.s.manager
-        estimate = estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())
-        return int(estimate["tokens"])
+        return estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())
 
     def _branch_position(self, entry_id: str | None) -> int | None:
         if entry_id is None:

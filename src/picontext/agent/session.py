@@ -88,6 +88,9 @@ class ContextUsage:
     tokens: int | None
     context_window: int
     percent: float | None
+    estimated: bool = False
+    """True when no reply on the current context reported usage (e.g. a server that sends no
+    usage in streams): `tokens` is then a chars/4 estimate, not the server's count."""
 
 
 def usage_tokens(message: AssistantMessage) -> int:
@@ -277,8 +280,9 @@ class AgentSession:
             )
             if not fresh:
                 return ContextUsage(None, window, None)
-        tokens = self.compaction.projected_tokens()
-        return ContextUsage(tokens, window, tokens / window * 100)
+        estimate = self.compaction.projected_estimate()
+        tokens = int(estimate["tokens"])
+        return ContextUsage(tokens, window, tokens / window * 100, estimated=estimate["lastUsageIndex"] is None)
 
     # -- queues ------------------------------------------------------------------------------------
 

@@ -289,8 +289,16 @@ def start_http_stream(
     *,
     build_request: RequestBuilder,
     parser_factory: ParserFactory,
+    resolve_silent: bool = False,
 ) -> AssistantMessageStream:
-    """Run one streamed HTTP call as an `AssistantMessageStream` (see module docstring)."""
+    """Run one streamed HTTP call as an `AssistantMessageStream` (see module docstring).
+
+    `resolve_silent` (APIs that switch streaming with a `stream` body flag): a 2xx stream that
+    ends without a single event, for a request whose size is near or over the model's window, is
+    re-issued once without streaming to read the server's own error (llama.cpp's server answers
+    an oversized streamed request with an empty 200 stream, the same request unstreamed with a
+    400 in OpenAI's overflow wording); that error is then reported, so overflow recovery sees it.
+    """
     api_key = options.api_key or ""
     signal = options.signal
 
@@ -306,9 +314,15 @@ def start_http_stream(
             opened = await open_stream(client, request, timeout=options.timeout)
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
+            seen = 0
             async for sse in aiter_sse(opened.response):
+                seen += 1
                 for ev in parser.feed(sse):
                     stream.push(ev)
+            if not seen and resolve_silent and near_window(model, request.body):
+                await _quiet_close(opened.aclose())
+                opened = None
+                await reissue_without_streaming(client, request, timeout=options.timeout)
             for ev in parser.finish():
                 stream.push(ev)
             stream.push(terminal_event(output))
@@ -336,6 +350,36 @@ def start_http_stream(
                 await _quiet_close(client.aclose())
 
     return AssistantMessageStream.from_producer(run, signal=signal)
+
+
+SILENT_NEAR_WINDOW = 0.5
+"""A silent stream is resolved when the request's chars/4 size is at least this share of the
+window: dense text (numbers, code) tokenizes to 1.5-2x the chars/4 estimate, so a request
+estimated at half the window can already be over it."""
+
+
+def near_window(model: Model, body: dict[str, Any]) -> bool:
+    """True when `body` (chars/4, plus the output budget) may not fit the model's window; an
+    unknown window counts as near (nothing rules an overflow out)."""
+    window = int(model.get("contextWindow") or 0)
+    if window <= 0:
+        return True
+    size = len(json.dumps(body.get("messages") or body.get("input") or body, ensure_ascii=False)) / 4
+    return size >= window * SILENT_NEAR_WINDOW
+
+
+async def reissue_without_streaming(
+    client: httpx.AsyncClient, request: Any, *, timeout: float | None = None  # noqa: ASYNC109
+) -> None:
+    """Send `request` once more with `stream: false`; raise `ProviderHTTPStatus` with the server's
+    own error when it answers one. A 2xx answer raises nothing (the empty stream was transient,
+    and is reported as such)."""
+    body = {k: v for k, v in request.body.items() if k != "stream_options"}
+    body["stream"] = False
+    extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    response = await client.request(request.method, request.url, headers=request.headers, json=body, **extra)
+    if response.status_code >= 400:
+        raise ProviderHTTPStatus(response.status_code, response.text, response.headers)
 
 
 async def _quiet_close(awaitable: Any) -> None:

@@ -599,4 +599,6 @@ class ChatCompletionsParser:
 
 def stream_openai_completions(model: Model, context: Context, options: StreamOptions) -> AssistantMessageStream:
     """Start a streamed chat completion; returns an `AssistantMessageStream`."""
-    return start_http_stream(model, context, options, build_request=build_request, parser_factory=ChatCompletionsParser)
+    return start_http_stream(
+        model, context, options, build_request=build_request, parser_factory=ChatCompletionsParser, resolve_silent=True
+    )
