@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -70,9 +71,26 @@ def format_http_error(status: int, body: str) -> str:
     text = body.strip()
     if not text:
         return f"{status} status code (no body)"
+    if _HTML.match(text):
+        return f"{status} {html_error_line(text)}"
     if len(text) > MAX_ERROR_BODY_CHARS:
         text = f"{text[:MAX_ERROR_BODY_CHARS]}... [truncated {len(text) - MAX_ERROR_BODY_CHARS} chars]"
     return f"{status} {text}"
+
+
+_HTML = re.compile(r"\s*(?:<!doctype html|<html|<head|<body|<title|<h1|<center)", re.IGNORECASE)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def html_error_line(html: str) -> str:
+    """An HTML error page (a proxy's or a framework's) as one line: its title, else its text."""
+    title = _TITLE.search(html)
+    text = title.group(1) if title else _TAG.sub(" ", html)
+    text = " ".join(text.split())
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return f"(HTML error page) {text}" if text else "(HTML error page)"
 
 
 # -- SSE --------------------------------------------------------------------------------------------

@@ -633,6 +633,13 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: ScriptedModelServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing its kept-alive connection (or abandoning a stream) is normal here.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ScriptedModelServer:
     """A model server on 127.0.0.1 (free port, background thread) that replays a script.

@@ -317,7 +317,7 @@ def start_http_stream(
             seen = 0
             async for sse in aiter_sse(opened.response):
                 seen += 1
-                for ev in parser.feed(sse):
+                for ev in _feed_checked(parser, sse, seen, request.url):
                     stream.push(ev)
             if not seen and resolve_silent and near_window(model, request.body):
                 await _quiet_close(opened.aclose())
@@ -350,6 +350,39 @@ def start_http_stream(
                 await _quiet_close(client.aclose())
 
     return AssistantMessageStream.from_producer(run, signal=signal)
+
+
+_SHAPE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def _feed_checked(parser: Parser, sse: SseEvent, number: int, url: str) -> list[AssistantMessageEvent]:
+    """`parser.feed(sse)`, with a payload that is not a JSON object, or one whose fields have the
+    wrong types, reported as one clear line naming the server, the event and the payload (not
+    Python's `can only concatenate str (not "int") to str` or a bare `0`)."""
+    data = sse.data.strip()
+    if data and data != "[DONE]" and not data.startswith("{"):
+        raise MalformedResponse(_malformed(url, number, "is not a JSON object", data))
+    try:
+        return parser.feed(sse)
+    except StreamProtocolError:
+        raise
+    except json.JSONDecodeError as exc:
+        why = f"is not valid JSON ({exc.msg} at char {exc.pos})"
+        raise MalformedResponse(_malformed(url, number, why, data)) from None
+    except _SHAPE_ERRORS as exc:
+        why = f"has a field of the wrong type or shape ({type(exc).__name__}: {exc})"
+        raise MalformedResponse(_malformed(url, number, why, data)) from None
+
+
+def _malformed(url: str, number: int, why: str, data: str) -> str:
+    host = httpx.URL(url).netloc.decode() if url else "the server"
+    shown = " ".join(data.split())
+    shown = shown if len(shown) <= 160 else shown[:160] + "…"
+    return f"Malformed response from {host}: stream event {number} {why}: {shown}"
+
+
+class MalformedResponse(Exception):
+    """The server's stream could not be read (one-line text naming the server and the event)."""
 
 
 SILENT_NEAR_WINDOW = 0.5
