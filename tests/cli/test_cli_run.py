@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from picontext.testing import ScriptedModelServer, text, tool_call
+from picontext.testing import ScriptedModelServer, rate_limit, raw_stream, text, tool_call
 
 
 @pytest.fixture
@@ -125,3 +125,28 @@ def test_unreachable_server_one_line_exit_2(home: Path, tmp_path: Path) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("picontext: Connection error")
+
+
+def test_print_mode_announces_each_retry_wait_on_one_stderr_line(
+    server: ScriptedModelServer, home: Path, tmp_path: Path
+) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(rate_limit(retry_after=1), text("after the wait"))
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "after the wait\n"
+    waits = [line for line in result.stderr.splitlines() if "retrying in" in line]
+    assert len(waits) == 1
+    assert waits[0].startswith("picontext: request failed (429 ")
+    assert waits[0].endswith("retrying in 1s (as the server asked, attempt 1/3)")
+
+
+def test_print_mode_reports_a_malformed_server_reply_on_one_line(
+    server: ScriptedModelServer, home: Path, tmp_path: Path
+) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(raw_stream('{"choices":[{"index":0,"delta":{"content":5}}]}'))
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("picontext: Malformed response from 127.0.0.1:") and "stream event 1" in line

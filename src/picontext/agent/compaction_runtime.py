@@ -33,6 +33,7 @@ from picontext.agent.compaction_loop import CompactionLoopGuard
 from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.overflow import is_context_overflow, is_recoverable_length
+from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.calibration import calibrated_projected_tokens, calibrated_tokens, learn_ratio, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
@@ -129,11 +130,15 @@ class CompactionRuntime:
         return window - self.settings().reserve_tokens
 
     def projected_tokens(self) -> int:
+        return int(self.projected_estimate()["tokens"])
+
+    def projected_estimate(self) -> Any:
+        """Pi estimateProjectedContextTokens of the session now (`lastUsageIndex` None: no usage anchor)."""
         manager = self.s.manager
         projection, branch = manager.build_session_projection(), manager.get_branch()
         if self.settings().calibrate_tokens:  # ours, opt-in: the trailing part corrected per model
-            return int(calibrated_projected_tokens(projection, branch, model_key(self.s.model))["tokens"])
-        return int(estimate_projected_context_tokens(projection, branch)["tokens"])
+            return calibrated_projected_tokens(projection, branch, model_key(self.s.model))
+        return estimate_projected_context_tokens(projection, branch)
 
     def _branch_position(self, entry_id: str | None) -> int | None:
         if entry_id is None:
@@ -339,20 +344,35 @@ class CompactionRuntime:
 
     # -- the compaction itself -------------------------------------------------------------------
 
-    def completion(self) -> Completion:
-        """The summarizer: the session's own, else `compaction.model` (ours), else the session's model."""
+    def completion(self, source: str = "compaction") -> Completion:
+        """The summarizer: the session's `summarizer`, else `compaction.model` (ours), else its
+        model over the session's client, each retry wait announced as `summarization_retry_*` events."""
         if self.s.summarizer is not None:
             return self.s.summarizer
-        options = self.s.stream_options
+        options = self.s.request_options()
         ref = self.settings().model
         if ref is not None and ref != model_key(self.s.model):
             same_provider = ref.split("/", 1)[0] == self.s.model.get("provider")
             return summary_completion(ref, api_key=options.api_key if same_provider else None,
                                       retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
-                                      client=getattr(options, "client", None))
+                                      client=options.client, callbacks=self._retry_callbacks(source))
         return StreamCompletion(
             self.s.model, api_key=options.api_key, retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
-            client=getattr(options, "client", None),
+            client=options.client, callbacks=self._retry_callbacks(source),
+        )
+
+    def _retry_callbacks(self, source: str) -> RetryCallbacks:
+        emit = self.s.emit
+        return RetryCallbacks(
+            on_retry_scheduled=lambda attempt, most, delay, error: emit({
+                "type": "summarization_retry_scheduled", "source": source, "attempt": attempt,
+                "maxAttempts": most, "delayMs": delay, "errorMessage": error,
+            }),
+            on_retry_attempt_start=lambda: emit({"type": "summarization_retry_attempt_start", "source": source}),
+            on_retry_finished=lambda ok, attempt, error: emit({
+                "type": "summarization_retry_finished", "source": source, "success": ok, "attempt": attempt,
+                **({"finalError": error} if error else {}),
+            }),
         )
 
     def _predict_after(self, prep: CompactionPreparation) -> int:

@@ -48,6 +48,9 @@ __all__ = [
     "MessageUpdateEvent",
     "PromptCancelledEvent",
     "QueueUpdateEvent",
+    "SummarizationRetryAttemptStartEvent",
+    "SummarizationRetryFinishedEvent",
+    "SummarizationRetryScheduledEvent",
     "ThinkingLevelChangedEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
@@ -210,6 +213,33 @@ class AutoRetryStartEvent(TypedDict):
     maxAttempts: int
     delayMs: int
     errorMessage: str
+    serverRequested: NotRequired[bool]
+    """Ours: present (true) when the wait is the server's Retry-After, not the back-off."""
+
+
+class SummarizationRetryScheduledEvent(TypedDict):
+    """A summary request failed transiently and is retried after `delayMs` (Pi's event, plus
+    `source`: "compaction" or "branch_summary")."""
+
+    type: Literal["summarization_retry_scheduled"]
+    source: str
+    attempt: int
+    maxAttempts: int
+    delayMs: float
+    errorMessage: str
+
+
+class SummarizationRetryAttemptStartEvent(TypedDict):
+    type: Literal["summarization_retry_attempt_start"]
+    source: str
+
+
+class SummarizationRetryFinishedEvent(TypedDict):
+    type: Literal["summarization_retry_finished"]
+    source: str
+    success: bool
+    attempt: int
+    finalError: NotRequired[str]
 
 
 class AutoRetryEndEvent(TypedDict):
@@ -247,6 +277,9 @@ AgentEvent: TypeAlias = (
     | EntryAppendedEvent
     | AutoRetryStartEvent
     | AutoRetryEndEvent
+    | SummarizationRetryScheduledEvent
+    | SummarizationRetryAttemptStartEvent
+    | SummarizationRetryFinishedEvent
     | ThinkingLevelChangedEvent
 )
 
@@ -276,6 +309,9 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "extension_error",
     "compaction_skipped",
     "prompt_cancelled",
+    "summarization_retry_scheduled",
+    "summarization_retry_attempt_start",
+    "summarization_retry_finished",
     "compaction_background_start",
     "compaction_background_discarded",
 )

@@ -62,7 +62,10 @@ class CompactionHost(HookHost, Protocol):
     retry_policy: RetryPolicy
     summarizer: Completion | None
     stream_fn: Any
-    stream_options: StreamOptions
+
+    def request_options(self) -> StreamOptions:
+        """Stream options for a request, with the session's HTTP client."""
+        ...
 
     def entry_id_of(self, message: Any) -> str | None: ...
 

@@ -51,6 +51,7 @@ from picontext.agent.types import (
     ThinkingLevel,
     TurnContext,
 )
+from picontext.ai._http import default_client
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.models import Model
 from picontext.ai.providers import StreamOptions
@@ -87,6 +88,9 @@ class ContextUsage:
     tokens: int | None
     context_window: int
     percent: float | None
+    estimated: bool = False
+    """True when no reply on the current context reported usage (e.g. a server that sends no
+    usage in streams): `tokens` is then a chars/4 estimate, not the server's count."""
 
 
 def usage_tokens(message: AssistantMessage) -> int:
@@ -162,6 +166,8 @@ class AgentSession:
         self._entry_of: dict[int, tuple[Any, str]] = {}
         self._last_assistant: AssistantMessage | None = None
         self._last_tool_results: list[Any] = []
+        self._http: Any = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
         self.model = model
         self.thinking_level: ThinkingLevel = "off"
         self._record_initial_settings(model, thinking_level)
@@ -274,8 +280,9 @@ class AgentSession:
             )
             if not fresh:
                 return ContextUsage(None, window, None)
-        tokens = self.compaction.projected_tokens()
-        return ContextUsage(tokens, window, tokens / window * 100)
+        estimate = self.compaction.projected_estimate()
+        tokens = int(estimate["tokens"])
+        return ContextUsage(tokens, window, tokens / window * 100, estimated=estimate["lastUsageIndex"] is None)
 
     # -- queues ------------------------------------------------------------------------------------
 
@@ -429,6 +436,8 @@ class AgentSession:
         self._signal = signal = AbortSignal()
         self.compaction_requests_used = 0
         self._last_assistant, self._last_tool_results = None, []
+        capture = self.retries.capture()
+        capture.__enter__()
         try:
             await self._before_prompt(signal)
             if signal.aborted:
@@ -440,6 +449,7 @@ class AgentSession:
                 if not await self._continue(go_on, signal):
                     break
         finally:
+            capture.__exit__(None, None, None)
             if signal.aborted:
                 await self.retries.close_cancelled()
             self._signal = None
@@ -462,11 +472,30 @@ class AgentSession:
         await self._consume(run_agent_loop(queued, self._context(), self._loop_config(), signal))
         return True
 
+    def request_options(self) -> StreamOptions:
+        """`stream_options` with the session's HTTP client: one client (and so one pooled
+        connection per host, kept alive) for every request of the session, turns and summaries
+        alike, unless the caller passed its own `client`."""
+        options = self.stream_options
+        if options.client is not None:
+            return options
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
+            # A client's connections belong to the event loop that opened them.
+            self._http, self._http_loop = default_client(), loop
+        return dataclasses.replace(options, client=self._http)
+
+    async def aclose(self) -> None:
+        """Close the session's own HTTP client (its kept-alive connections)."""
+        client, self._http, self._http_loop = self._http, None, None
+        if client is not None:
+            await client.aclose()
+
     def _context(self) -> AgentContext:
         return AgentContext(self.messages, self.system_prompt, list(self.tools))
 
     def _loop_config(self) -> AgentLoopConfig:
-        options = self.stream_options
+        options = self.request_options()
         if options.session_id is None:
             options = dataclasses.replace(options, session_id=self.manager.get_session_id())
         return AgentLoopConfig(
@@ -557,7 +586,7 @@ class AgentSession:
 
     def summary_completion(self) -> Completion:
         """The model that writes summaries (the `summarizer`, else the session's model)."""
-        return self.compaction.completion()
+        return self.compaction.completion("branch_summary")
 
     def estimated_context_tokens(self) -> int:
         return self.compaction.projected_tokens()

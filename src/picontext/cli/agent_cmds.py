@@ -64,6 +64,7 @@ async def _run(session: AgentSession, text: str) -> None:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        await session.aclose()
 
 
 def _exit_code(reply: AssistantMessage | None) -> int:
@@ -103,6 +104,17 @@ class TextPrinter:
                 self._open_line = False
         elif kind == "tool_execution_start":
             print(f"[{event['toolName']}] {_short_args(event['args'])}", file=sys.stderr)
+        elif kind in ("auto_retry_start", "summarization_retry_scheduled"):
+            print(retry_wait_line(event), file=sys.stderr)
+
+
+def retry_wait_line(event: Any) -> str:
+    """One line announcing a retry wait: why, how long, which attempt, and who chose the delay."""
+    what = "summary request" if event["type"] == "summarization_retry_scheduled" else "request"
+    who = "as the server asked" if event.get("serverRequested") else "back-off"
+    error = str(event.get("errorMessage") or "").splitlines()[0][:200] if event.get("errorMessage") else "error"
+    return (f"picontext: {what} failed ({error}); retrying in {float(event['delayMs']) / 1000:g}s "
+            f"({who}, attempt {event['attempt']}/{event['maxAttempts']})")
 
 
 class JsonPrinter:

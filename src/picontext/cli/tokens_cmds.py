@@ -59,6 +59,8 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     anchor = estimate["lastUsageIndex"]
     if anchor is None:
         how = "no usable assistant usage: pure chars/4 estimate"
+        if any(_reports_no_usage(m) for m in projection.messages):
+            how = "estimated: the model server reported no token usage (pure chars/4 estimate)"
     else:
         how = f"usage {estimate['usageTokens']} at message {anchor} + {estimate['trailingTokens']} estimated after it"
     out.print(Text(f"{estimate['tokens']} tokens · {len(projection.messages)} messages · {how}", style="bold"))
@@ -80,6 +82,16 @@ def cmd_tokens(args: argparse.Namespace) -> int:
             out.print(line)
             index += 1
     return 0
+
+
+def _reports_no_usage(message: Any) -> bool:
+    """A finished reply whose usage is all zero: its server sends no usage (e.g. llama.cpp streams)."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return False
+    if message.get("stopReason") in ("error", "aborted"):
+        return False
+    usage = message.get("usage") or {}
+    return not any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
 
 
 def _accuracy_line(summary: dict[str, Any]) -> str:

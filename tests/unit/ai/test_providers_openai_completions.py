@@ -101,3 +101,18 @@ def test_map_stop_reason() -> None:
     assert map_stop_reason("length") == ("length", None)
     assert map_stop_reason("function_call") == ("toolUse", None)
     assert map_stop_reason("network_error") == ("error", "Provider finish_reason: network_error")
+
+
+def test_text_only_user_content_is_one_string_unless_compat_says_otherwise() -> None:
+    model = dict(default_catalog().get("openai/gpt-4o"))
+    parts = [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]
+    ctx = {"messages": [{"role": "user", "content": parts, "timestamp": 0}]}
+    body = build_request(model, ctx, StreamOptions(), "k").body  # type: ignore[arg-type]
+    assert body["messages"] == [{"role": "user", "content": "first\nsecond"}]
+    image = {"type": "image", "mimeType": "image/png", "data": "AAAA"}
+    mixed = {"messages": [{"role": "user", "content": [parts[0], image], "timestamp": 0}]}
+    body = build_request(model, mixed, StreamOptions(), "k").body  # type: ignore[arg-type]
+    assert [p["type"] for p in body["messages"][0]["content"]] == ["text", "image_url"]
+    model["compat"] = {"userTextAsString": False}  # Pi's body: the parts as they are
+    body = build_request(model, ctx, StreamOptions(), "k").body  # type: ignore[arg-type]
+    assert body["messages"][0]["content"] == parts

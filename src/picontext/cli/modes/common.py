@@ -199,6 +199,9 @@ class Controller:
     def footer(self) -> str:
         _, window, percent = self.context_usage()
         usage = format_usage(percent, window, self.auto_compaction_enabled)
+        measured = self.session.get_context_usage()
+        if measured is not None and measured.estimated and percent is not None:
+            usage = "~" + usage  # the server reported no usage: a chars/4 estimate
         return f"{self.model['provider']}/{self.model['id']}  {usage}"
 
     def state(self) -> dict[str, Any]:
@@ -218,7 +221,8 @@ class Controller:
             "leafId": self.manager.get_leaf_id(),
             "messageCount": len(s.messages),
             "pendingMessageCount": s.pending_message_count,
-            "contextUsage": {"tokens": tokens, "contextWindow": window, "percent": percent},
+            "contextUsage": {"tokens": tokens, "contextWindow": window, "percent": percent,
+                             "estimated": bool(getattr(s.get_context_usage(), "estimated", False))},
         }
 
     # actions

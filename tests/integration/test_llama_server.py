@@ -1,0 +1,167 @@
+"""picontext against a real OpenAI-compatible server: llama-cpp-python's server with SmolLM2-135M.
+
+The server runs with its defaults on 127.0.0.1 (one process for the module; `scripts/install/
+llama.sh` installs it). The model's answers are not the point; the wire, the errors and the
+recovery are: print mode, a long paste, a `-c` continuation that overflows the real window and
+recovers once, a manual `picontext compact` with the summary strategy whose file Pi reads
+identically, and the live evaluation. In CI (CI=true) a missing server fails; elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from picontext.session.manager import SessionManager
+from picontext.testing.llama_server import LlamaServer, LlamaServerUnavailable
+
+N_CTX = 4096
+MAX_TOKENS = 48
+REPO = Path(__file__).resolve().parents[2]
+DIFFERENTIAL = REPO / "tests" / "differential"
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LlamaServer]:
+    try:
+        server = LlamaServer(n_ctx=N_CTX).start()
+    except LlamaServerUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the real model server is part of CI: {exc}")
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def home(llama: LlamaServer) -> Path:
+    home = Path(os.environ["PICONTEXT_DIR"])
+    (home / "models.json").write_text(json.dumps(llama.models_json(max_tokens=MAX_TOKENS)))
+    # A 4k window: keep ~600 tokens, reserve 512 (the default 16k reserve is for 200k windows).
+    (home / "settings.json").write_text(json.dumps({"compaction": {"reserveTokens": 512, "keepRecentTokens": 600}}))
+    return home
+
+
+def picontext(home: Path, cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PICONTEXT_DIR"] = str(home)
+    return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=timeout)
+
+
+def session_file(home: Path) -> Path:
+    [path] = sorted((home / "sessions").rglob("*.jsonl"))
+    return path
+
+
+def entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def kinds(rows: list[dict[str, Any]]) -> list[str]:
+    return [e["message"]["role"] if e["type"] == "message" else e["type"] for e in rows]
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def test_print_mode_holds_a_conversation(llama: LlamaServer, home: Path, tmp_path: Path) -> None:
+    out = picontext(home, tmp_path, "run", "-p", "What is the capital of France? One word.", "--model", "llama/smollm2")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+    [reply] = [e["message"] for e in entries(session_file(home)) if e["type"] == "message"
+               and e["message"]["role"] == "assistant"]
+    assert reply["stopReason"] in ("stop", "length") and reply["content"][0]["text"].strip()
+
+
+def test_a_long_paste_gets_an_answer(llama: LlamaServer, home: Path, tmp_path: Path) -> None:
+    paste = "\n".join(f"Line {i}: the quick brown fox jumps over the lazy dog near the river bank." for i in range(40))
+    out = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "-p", f"Summarize this log:\n{paste}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+
+
+def test_a_continuation_overflows_the_real_window_and_recovers_once(
+    llama: LlamaServer, home: Path, tmp_path: Path
+) -> None:
+    prose = " ".join(["The billing service keeps invoices in a ledger and settles them nightly."] * 18)
+    for question in ("Describe the billing service.", "What does it do at night?"):
+        first = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "-c", "-p", f"{prose}\n{question}")
+        assert first.returncode == 0, first.stderr
+    # Digits tokenize to ~1 token each: estimated at ~1,900 tokens (under the 3,584 threshold),
+    # this turn is over the real 4,096 window together with the two earlier ones.
+    numbers = " ".join(f"{n:08d}" for n in range(0, 840))
+    out = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "--mode", "json", "-c", "-p",
+                    f"Checksums:\n{numbers}\nHow many checksums are there?")
+    assert out.returncode == 0, out.stderr + out.stdout[-2000:]
+    seen = events(out.stdout)
+    starts = [e for e in seen if e["type"] == "compaction_start"]
+    assert [e["reason"] for e in starts] == ["overflow"]
+    assert [e["type"] for e in seen].count("auto_retry_start") == 0  # resolved, not retried blindly
+    rows = entries(session_file(home))
+    assert kinds(rows)[-4:] == ["assistant", "context_edit", "compaction", "assistant"]
+    failed = rows[-4]["message"]
+    assert failed["stopReason"] == "error" and "context" in failed["errorMessage"].lower()
+    assert rows[-1]["message"]["stopReason"] in ("stop", "length")
+
+
+def _pi_reference() -> tuple[Any, Any, Any]:
+    sys.path.insert(0, str(DIFFERENTIAL))
+    try:
+        spec = importlib.util.spec_from_file_location("_llama_pi_conftest", DIFFERENTIAL / "conftest.py")
+        assert spec is not None and spec.loader is not None
+        harness = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(harness)
+        spec = importlib.util.spec_from_file_location("_llama_pi_projection", DIFFERENTIAL / "test_projection_vs_pi.py")
+        assert spec is not None and spec.loader is not None
+        projection = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(projection)
+    finally:
+        sys.path.remove(str(DIFFERENTIAL))
+    return harness.PiReference(), projection.normalise, projection.first_difference
+
+
+def test_manual_compact_with_the_summary_strategy_and_pi_reads_the_file(
+    llama: LlamaServer, home: Path, tmp_path: Path
+) -> None:
+    prose = " ".join(["Our deploy script runs migrations, then restarts the workers one by one."] * 10)
+    for question in ("What does the deploy script do?", "In what order?", "Anything risky?"):
+        out = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "-c", "-p", f"{prose}\n{question}")
+        assert out.returncode == 0, out.stderr
+    path = session_file(home)
+    before = kinds(entries(path))
+    out = picontext(home, tmp_path, "compact", str(path), "--model", "llama/smollm2", "--strategy", "summary",
+                    "--keep-recent-tokens", "200")
+    assert out.returncode == 0, out.stderr
+    rows = entries(path)
+    assert kinds(rows) == [*before, "compaction"]
+    assert rows[-1]["summary"].strip()
+    pi, normalise, first_difference = _pi_reference()
+    try:
+        reference = pi.op("session.contextOfFile", str(path), "__undefined__")
+    finally:
+        pi.close()
+    ours = SessionManager.open(str(path), str(tmp_path)).build_session_context()
+    assert first_difference(normalise(reference), normalise(ours)) is None
+
+
+def test_live_evaluation_runs_against_the_real_server(llama: LlamaServer, home: Path, tmp_path: Path) -> None:
+    out = picontext(home, tmp_path, "eval", "compaction", "--model", "llama/smollm2", "--rounds", "2",
+                    "--sessions", "1", "--strategy", "summary", "--json")
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)
+    assert (row["strategy"], row["summarizer"], row["total"]) == ("summary", "live", 9)
+    assert row["compactions"] + len(row["failures"]) == 2  # every round compacted or said why not
+    assert 0 < row["tokensAfter"][0] < N_CTX
+    assert sum(k["total"] for k in row["byKind"].values()) == 9
