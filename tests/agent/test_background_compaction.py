@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from runtime_helpers import file_entries, make, wait_for_requests
 
 from picontext.compaction.compact import estimated_tokens
@@ -229,3 +230,15 @@ async def test_long_session_no_turn_waits_when_summaries_take_two_turns(
     assert not of(events, "compaction_background_discarded") and not of(events, "compaction_skipped")
     assert sum(is_summary(r) for r in server.requests) - len(ends) <= 1  # at most one still in flight
     server.reset()  # the unused held summaries
+
+
+async def test_a_summarizer_that_cannot_start_is_reported_and_the_conversation_goes_on(
+        server: ScriptedModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    session, events = make(server, tmp_path, window=WINDOW,
+                           compaction={**BG, "model": "anthropic/claude-sonnet-4-5"})  # no key in this test
+    total = [0]
+    await turns(session, server, 0, 5, total)
+    discarded = of(events, "compaction_background_discarded")
+    assert len(discarded) == 1 and discarded[0]["reason"].startswith("cannot start: No API key")
+    assert not any(is_summary(r) for r in server.requests)

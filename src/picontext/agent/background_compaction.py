@@ -122,7 +122,14 @@ class BackgroundCompaction:
             if plan is None:
                 return False
         host = self.rt.s
-        completion = self.rt.completion()
+        try:
+            completion = self.rt.completion()
+        except Exception as exc:  # e.g. compaction.model names a model without a key: say so, stop trying
+            self.discarded += 1
+            self.paused = True
+            await host.emit({"type": "compaction_background_discarded", "reason": f"cannot start: {exc}",
+                             "discarded": self.discarded})
+            return False
         model_ref = summarizer_ref(completion)
         prep = plan.preparation
         if span_id is None and plan.settings.resumable:
