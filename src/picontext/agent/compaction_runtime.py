@@ -19,7 +19,13 @@ What we do beyond the reference (docs/divergences.md, "Agent runtime"):
   threshold check backs off until the context has grown by a margin;
 * the pre-prompt check never announces a retry (it omits a failed attempt and compacts, no
   `willRetry`), and does not report the fuse failure a second time;
-* the summary entry handed to `session_compact` is the appended one (by id, not by text).
+* the summary entry handed to `session_compact` is the appended one (by id, not by text);
+* a loop of automatic compactions that free nothing is stopped with one message
+  (`compaction_loop.py`, `compaction.loopGuard`);
+* opt-in, off by default: summaries written in the background (`background_compaction.py`,
+  `compaction.backgroundTokens`), spans written down before the summary request and resumed
+  after a crash (`compaction.resumable`), a summarizer model of its own (`compaction.model`),
+  calibrated token estimates for the trigger (`compaction.calibrateTokens`).
 """
 
 from __future__ import annotations
