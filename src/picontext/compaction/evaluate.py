@@ -295,7 +295,7 @@ async def _ask_model(completion: Completion, manager: SessionManager, facts: Seq
     context = [m for m in convert_to_llm(manager.build_session_projection().messages) if m.get("role") != "system"]
     questions = "\n".join(f"{i}. {fact.question}" for i, fact in enumerate(facts, 1))
     reply = await completion(system, [*context, {"role": "user", "content": questions, "timestamp": 0}],
-                             24 * len(facts), CompletionOptions())
+                             12 * len(facts), CompletionOptions())
     if reply.get("stopReason") == "error":
         return [False] * len(facts)
     text = "".join(b.get("text", "") for b in reply.get("content") or [] if b.get("type") == "text")
