@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
-from picontext.ai.overflow import is_context_overflow, is_recoverable_length
+from picontext.ai.overflow import is_context_overflow, is_recoverable_length, reports_usage
 from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
@@ -218,7 +218,8 @@ class CompactionRuntime:
         overflow = same_model and (
             (explicit and retained) or (usage_matches and is_context_overflow(message, window))
         )
-        recoverable = same_model and projected and is_recoverable_length(message, int(model.get("maxTokens") or 0))
+        recoverable = (same_model and projected and reports_usage(message)  # ours: no usage, no evidence
+                       and is_recoverable_length(message, int(model.get("maxTokens") or 0)))
         if overflow or recoverable:
             return await self._overflow(message, overflow, tool_results or [], pre_prompt, signal)
         return await self._threshold_after(message, settings, signal)
