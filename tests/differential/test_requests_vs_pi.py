@@ -278,10 +278,20 @@ def user_text_as_string(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return body, rewritten
 
 
+def max_tokens_for_local_servers(body: dict[str, Any]) -> dict[str, Any]:
+    """The second rule (docs/divergences.md, "`max_tokens` for servers on this machine"): a
+    local base URL (the scripted server is one) gets `max_tokens`, not `max_completion_tokens`."""
+    if "max_completion_tokens" not in body:
+        return body
+    body = dict(body)
+    body["max_tokens"] = body.pop("max_completion_tokens")
+    return body
+
+
 def reference_body(api: str, body: dict[str, Any]) -> dict[str, Any]:
     if api != "openai-completions":
         return body
-    return user_text_as_string(body)[0]
+    return max_tokens_for_local_servers(user_text_as_string(body)[0])
 
 
 def _parse_json_strings(value: Any, key: str | None = None) -> Any:

@@ -23,8 +23,8 @@ import pytest
 from picontext.session.manager import SessionManager
 from picontext.testing.llama_server import LlamaServer, LlamaServerUnavailable
 
-N_CTX = 4096
-MAX_TOKENS = 48
+N_CTX = 1024  # small: every token costs on two shared cores, and overflow is cheap to reach
+MAX_TOKENS = 16
 REPO = Path(__file__).resolve().parents[2]
 DIFFERENTIAL = REPO / "tests" / "differential"
 
@@ -43,16 +43,23 @@ def llama() -> Iterator[LlamaServer]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One working directory for every run: the system prompt (which names it) is then the same
+    prefix in every request, and the server reuses its evaluation from one request to the next."""
+    return tmp_path_factory.mktemp("llama-work")
+
+
 @pytest.fixture
 def home(llama: LlamaServer) -> Path:
     home = Path(os.environ["PICONTEXT_DIR"])
     (home / "models.json").write_text(json.dumps(llama.models_json(max_tokens=MAX_TOKENS)))
-    # A 4k window: keep ~600 tokens, reserve 512 (the default 16k reserve is for 200k windows).
-    (home / "settings.json").write_text(json.dumps({"compaction": {"reserveTokens": 512, "keepRecentTokens": 600}}))
+    # A 1k window: reserve 256, keep ~100 (the defaults, 16k and 20k, are for 200k windows).
+    (home / "settings.json").write_text(json.dumps({"compaction": {"reserveTokens": 256, "keepRecentTokens": 100}}))
     return home
 
 
-def picontext(home: Path, cwd: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def picontext(home: Path, cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PICONTEXT_DIR"] = str(home)
     return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, cwd=cwd,
@@ -76,8 +83,8 @@ def events(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-def test_print_mode_holds_a_conversation(llama: LlamaServer, home: Path, tmp_path: Path) -> None:
-    out = picontext(home, tmp_path, "run", "-p", "What is the capital of France? One word.", "--model", "llama/smollm2")
+def test_print_mode_holds_a_conversation(llama: LlamaServer, home: Path, workdir: Path) -> None:
+    out = picontext(home, workdir, "run", "-p", "What is the capital of France? One word.", "--model", "llama/smollm2")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
     [reply] = [e["message"] for e in entries(session_file(home)) if e["type"] == "message"
@@ -85,24 +92,25 @@ def test_print_mode_holds_a_conversation(llama: LlamaServer, home: Path, tmp_pat
     assert reply["stopReason"] in ("stop", "length") and reply["content"][0]["text"].strip()
 
 
-def test_a_long_paste_gets_an_answer(llama: LlamaServer, home: Path, tmp_path: Path) -> None:
-    paste = "\n".join(f"Line {i}: the quick brown fox jumps over the lazy dog near the river bank." for i in range(40))
-    out = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "-p", f"Summarize this log:\n{paste}")
+def test_a_long_paste_gets_an_answer(llama: LlamaServer, home: Path, workdir: Path) -> None:
+    paste = "\n".join(f"Line {i}: the quick brown fox jumps over the lazy dog near the river bank." for i in range(12))
+    out = picontext(home, workdir, "run", "--model", "llama/smollm2", "-p", f"Summarize this log:\n{paste}")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
 
 
 def test_a_continuation_overflows_the_real_window_and_recovers_once(
-    llama: LlamaServer, home: Path, tmp_path: Path
+    llama: LlamaServer, home: Path, workdir: Path
 ) -> None:
-    prose = " ".join(["The billing service keeps invoices in a ledger and settles them nightly."] * 18)
+    prose = " ".join(["The billing service keeps invoices in a ledger and settles them nightly."] * 8)
     for question in ("Describe the billing service.", "What does it do at night?"):
-        first = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "-c", "-p", f"{prose}\n{question}")
+        first = picontext(home, workdir, "run", "--model", "llama/smollm2", "-c", "-p", f"{prose}\n{question}")
         assert first.returncode == 0, first.stderr
-    # Digits tokenize to ~1 token each: estimated at ~1,900 tokens (under the 3,584 threshold),
-    # this turn is over the real 4,096 window together with the two earlier ones.
-    numbers = " ".join(f"{n:08d}" for n in range(0, 840))
-    out = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "--mode", "json", "-c", "-p",
+    # Digits tokenize to about one token each, four times the chars/4 estimate: this turn is
+    # estimated under the threshold (768) but is over the real window (1,024) with the two
+    # earlier turns, and fits again once they are summarized.
+    numbers = " ".join(f"{n:08d}" for n in range(1000, 1055))
+    out = picontext(home, workdir, "run", "--model", "llama/smollm2", "--mode", "json", "-c", "-p",
                     f"Checksums:\n{numbers}\nHow many checksums are there?")
     assert out.returncode == 0, out.stderr + out.stdout[-2000:]
     seen = events(out.stdout)
@@ -133,16 +141,16 @@ def _pi_reference() -> tuple[Any, Any, Any]:
 
 
 def test_manual_compact_with_the_summary_strategy_and_pi_reads_the_file(
-    llama: LlamaServer, home: Path, tmp_path: Path
+    llama: LlamaServer, home: Path, workdir: Path
 ) -> None:
-    prose = " ".join(["Our deploy script runs migrations, then restarts the workers one by one."] * 10)
+    prose = " ".join(["Our deploy script runs migrations, then restarts the workers one by one."] * 4)
     for question in ("What does the deploy script do?", "In what order?", "Anything risky?"):
-        out = picontext(home, tmp_path, "run", "--model", "llama/smollm2", "-c", "-p", f"{prose}\n{question}")
+        out = picontext(home, workdir, "run", "--model", "llama/smollm2", "-c", "-p", f"{prose}\n{question}")
         assert out.returncode == 0, out.stderr
     path = session_file(home)
     before = kinds(entries(path))
-    out = picontext(home, tmp_path, "compact", str(path), "--model", "llama/smollm2", "--strategy", "summary",
-                    "--keep-recent-tokens", "200")
+    out = picontext(home, workdir, "compact", str(path), "--model", "llama/smollm2", "--strategy", "summary",
+                    "--keep-recent-tokens", "60")
     assert out.returncode == 0, out.stderr
     rows = entries(path)
     assert kinds(rows) == [*before, "compaction"]
@@ -152,16 +160,16 @@ def test_manual_compact_with_the_summary_strategy_and_pi_reads_the_file(
         reference = pi.op("session.contextOfFile", str(path), "__undefined__")
     finally:
         pi.close()
-    ours = SessionManager.open(str(path), str(tmp_path)).build_session_context()
+    ours = SessionManager.open(str(path), str(path.parent)).build_session_context()
     assert first_difference(normalise(reference), normalise(ours)) is None
 
 
-def test_live_evaluation_runs_against_the_real_server(llama: LlamaServer, home: Path, tmp_path: Path) -> None:
-    out = picontext(home, tmp_path, "eval", "compaction", "--model", "llama/smollm2", "--rounds", "2",
+def test_live_evaluation_runs_against_the_real_server(llama: LlamaServer, home: Path, workdir: Path) -> None:
+    out = picontext(home, workdir, "eval", "compaction", "--model", "llama/smollm2", "--rounds", "1",
                     "--sessions", "1", "--strategy", "summary", "--json")
     assert out.returncode == 0, out.stderr
     [row] = json.loads(out.stdout)
     assert (row["strategy"], row["summarizer"], row["total"]) == ("summary", "live", 9)
-    assert row["compactions"] + len(row["failures"]) == 2  # every round compacted or said why not
+    assert row["compactions"] + len(row["failures"]) == 1  # the round compacted, or said why not
     assert 0 < row["tokensAfter"][0] < N_CTX
     assert sum(k["total"] for k in row["byKind"].values()) == 9

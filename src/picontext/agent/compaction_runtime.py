@@ -38,7 +38,7 @@ from picontext.agent.background_compaction import BackgroundCompaction
 from picontext.agent.compaction_loop import CompactionLoopGuard
 from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
-from picontext.ai.overflow import is_context_overflow, is_recoverable_length
+from picontext.ai.overflow import is_context_overflow, is_recoverable_length, reports_usage
 from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.calibration import calibrated_projected_tokens, calibrated_tokens, learn_ratio, samples
 from picontext.compaction.compact import estimated_tokens
@@ -277,7 +277,8 @@ class CompactionRuntime:
         overflow = same_model and (
             (explicit and retained) or (usage_matches and is_context_overflow(message, window))
         )
-        recoverable = same_model and projected and is_recoverable_length(message, int(model.get("maxTokens") or 0))
+        recoverable = (same_model and projected and reports_usage(message)  # ours: no usage, no evidence
+                       and is_recoverable_length(message, int(model.get("maxTokens") or 0)))
         if overflow or recoverable:
             await self.background.cancel("overflow recovery compacts the usual way")
             return await self._overflow(message, overflow, tool_results or [], pre_prompt, signal)

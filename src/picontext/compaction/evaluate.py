@@ -22,7 +22,9 @@ would see (the projected context).
   follows a cue most closely. A fact whose value survives without its cue, or only beside the
   wrong cue, is not answered.
 * Live (`model=` a catalog model, `picontext eval compaction --model provider/id`), that model
-  writes the summaries and answers the questions itself, from the compacted context.
+  writes the summaries and answers the numbered questions itself (one request per session),
+  from the compacted context; an answer line counts when it holds the value and not the
+  distractor.
 
 Summarizers of several qualities (offline): `generic` writes the prompt's headings and nothing
 from the transcript (the floor); `extractive` follows the prompt: it copies the user's requests,
@@ -284,19 +286,21 @@ def _model_correct(reply: str, fact: Fact) -> bool:
 
 
 async def _ask_model(completion: Completion, manager: SessionManager, facts: Sequence[Fact]) -> list[bool]:
-    """Live probes: one request per question, the compacted context as the conversation."""
+    """Live probes: the numbered questions in one request, the compacted context as the
+    conversation (one request, so a slow model is asked once per session)."""
     from picontext.compaction.completion import CompletionOptions
     from picontext.session.convert import convert_to_llm
 
-    system = "Answer the user's question from the conversation so far. Reply with the answer only."
+    system = "Answer the user's numbered questions from the conversation so far: one line each, '1. answer'."
     context = [m for m in convert_to_llm(manager.build_session_projection().messages) if m.get("role") != "system"]
-    results = []
-    for fact in facts:
-        question = {"role": "user", "content": fact.question, "timestamp": 0}
-        reply = await completion(system, [*context, question], 48, CompletionOptions())
-        text = "".join(b.get("text", "") for b in reply.get("content") or [] if b.get("type") == "text")
-        results.append(reply.get("stopReason") != "error" and _model_correct(text, fact))
-    return results
+    questions = "\n".join(f"{i}. {fact.question}" for i, fact in enumerate(facts, 1))
+    reply = await completion(system, [*context, {"role": "user", "content": questions, "timestamp": 0}],
+                             12 * len(facts), CompletionOptions())
+    if reply.get("stopReason") == "error":
+        return [False] * len(facts)
+    text = "".join(b.get("text", "") for b in reply.get("content") or [] if b.get("type") == "text")
+    lines = {int(m.group(1)): m.group(2) for m in re.finditer(r"^\s*(\d+)[.)]\s*(.*)$", text, re.MULTILINE)}
+    return [_model_correct(lines.get(i, ""), fact) for i, fact in enumerate(facts, 1)]
 
 
 # -- the evaluation ---------------------------------------------------------------------------------------

@@ -410,7 +410,10 @@ async def reissue_without_streaming(
     body = {k: v for k, v in request.body.items() if k != "stream_options"}
     body["stream"] = False
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-    response = await client.request(request.method, request.url, headers=request.headers, json=body, **extra)
+    # A fresh connection: a server that failed inside its stream (llama.cpp) drops the kept-alive
+    # one, and the pool would hand that one out again.
+    async with httpx.AsyncClient(timeout=client.timeout) as fresh:
+        response = await fresh.request(request.method, request.url, headers=request.headers, json=body, **extra)
     if response.status_code >= 400:
         raise ProviderHTTPStatus(response.status_code, response.text, response.headers)
 

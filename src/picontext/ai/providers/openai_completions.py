@@ -75,7 +75,12 @@ def _compat(model: Model) -> dict[str, Any]:
         or cf_gateway
         or ant_ling
     )
-    use_max_tokens = "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai
+    # Ours: a server on this machine (llama.cpp, Ollama, LM Studio, vLLM) reads `max_tokens`;
+    # llama-cpp-python ignores `max_completion_tokens` and generates until its window is full.
+    local = any(h in base for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
+    use_max_tokens = (
+        "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai or local
+    )
     thinking_format = (
         "deepseek"
         if deepseek
