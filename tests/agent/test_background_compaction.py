@@ -242,3 +242,31 @@ async def test_a_summarizer_that_cannot_start_is_reported_and_the_conversation_g
     discarded = of(events, "compaction_background_discarded")
     assert len(discarded) == 1 and discarded[0]["reason"].startswith("cannot start: No API key")
     assert not any(is_summary(r) for r in server.requests)
+
+
+async def test_overflow_recovery_cancels_a_running_background_summary(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    from picontext.compaction.completion import CompletionRequest, ScriptedCompletion
+    from picontext.testing import overflow
+
+    never = asyncio.Event()
+    calls: list[str] = []
+
+    async def write(request: CompletionRequest) -> str:
+        calls.append("bg" if not calls else "blocking")
+        if len(calls) == 1:
+            await never.wait()  # the background summary is still being written when the overflow comes
+        return "## Goal\nRECOVERY SUMMARY"
+
+    summarizer = ScriptedCompletion(default=write)
+    session, events = make(server, tmp_path, window=WINDOW, compaction=BG, summarizer=summarizer)
+    total = [0]
+    await turns(session, server, 0, 4, total)
+    await until(lambda: calls == ["bg"])
+    server.expect(overflow().when(lambda r: not is_summary(r)), conversation("after recovery", 900))
+    await session.prompt("question 4 " + "q" * 1600)
+    discarded = of(events, "compaction_background_discarded")
+    assert [d["reason"] for d in discarded] == ["overflow recovery compacts the usual way"]
+    ends = of(events, "compaction_end")
+    assert [e["reason"] for e in ends] == ["overflow"] and ends[0]["willRetry"] is True
+    assert "RECOVERY SUMMARY" in ends[0]["result"]["summary"] and "blocking" in calls
