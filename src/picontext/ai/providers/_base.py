@@ -203,7 +203,7 @@ def system_text(message: Message) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
     return ""
 
 
@@ -235,7 +235,7 @@ def context_tools(context: Context) -> list[Tool]:
         return list(context["tools"])
     for msg in context["messages"]:
         if msg["role"] == "system":
-            return list(msg.get("toolsAdded", []))  # type: ignore[typeddict-item]
+            return list(msg.get("toolsAdded", []))
         break
     return []
 
@@ -247,7 +247,7 @@ def terminal_event(output: AssistantMessage) -> AssistantMessageEvent:
     """`done` for stop/length/toolUse, `error` otherwise (stopReason "pending" becomes "error")."""
     reason = output["stopReason"]
     if reason in ("stop", "length", "toolUse"):
-        return {"type": "done", "reason": reason, "message": output}  # type: ignore[typeddict-item]
+        return {"type": "done", "reason": reason, "message": output}
     if reason not in ("error", "aborted"):
         output["stopReason"] = "error"
         output.setdefault("errorMessage", "Stream ended without a stop reason")
