@@ -224,7 +224,7 @@ class CompactionRuntime:
             return False
         plan = _Plan(prep, pending.settings, self._predict_after(prep), pending.entry_id)
         if self.background.enabled:
-            await self.background.start(prep.tokens_before, plan, pending.entry_id)
+            await self.background.start(int(prep.tokens_before), plan, pending.entry_id)
             return False
         try:
             await self._compact("threshold", False, plan, pending.instructions, signal)

@@ -58,10 +58,12 @@ class CompactionHost(HookHost, Protocol):
     manager: SessionManager
     model: Model
     settings: Settings
-    thinking_level: str
     retry_policy: RetryPolicy
     summarizer: Completion | None
     stream_fn: Any
+
+    @property
+    def thinking_level(self) -> str: ...
 
     def request_options(self) -> StreamOptions:
         """Stream options for a request, with the session's HTTP client."""

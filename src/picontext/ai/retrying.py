@@ -189,7 +189,7 @@ async def complete_with_retry(
                 if attempt:
                     ok = message["stopReason"] not in ("error", "aborted")
                     await _call(callbacks.on_retry_finished, ok, attempt, None if ok else final)
-                if final != message.get("errorMessage"):
+                if final is not None and final != message.get("errorMessage"):
                     return {**message, "errorMessage": final}
                 return message
             wait = plan.wait
@@ -201,7 +201,7 @@ async def complete_with_retry(
                 return {**message, "stopReason": "aborted", "errorMessage": ABORTED_TEXT}
             await _call(callbacks.on_retry_attempt_start)
     finally:
-        if own_client:
+        if own_client and client is not None:
             await client.aclose()
 
 

@@ -246,7 +246,7 @@ def _compaction_cost(entry: dict[str, Any]) -> dict[str, Any]:
     """One compaction's summary cost: its `usage` and the model that wrote it (`details.summaryModel`)."""
     bucket: dict[str, float] = {}
     _add_usage(bucket, entry.get("usage"))
-    details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
-    model = details.get("summaryModel")
+    details = entry.get("details")
+    model = details.get("summaryModel") if isinstance(details, dict) else None
     return {"id": field_of(entry, "id"), "summaryModel": model if isinstance(model, str) else None,
             **{k: bucket.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite", "cost")}}

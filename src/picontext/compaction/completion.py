@@ -202,6 +202,6 @@ class StreamCompletion:
         )
         context = cast("Context", {"systemPrompt": system_prompt, "messages": list(messages), "tools": []})
         return await complete_with_retry(  # type: ignore[return-value]
-            self.model, context, stream_options,  # type: ignore[arg-type]
+            self.model, context, stream_options,
             policy=self._retry, sleep=self._sleep, callbacks=self._callbacks, stream_fn=self._stream,
         )

@@ -98,8 +98,8 @@ def _assistant(*calls: tuple[str, dict[str, Any]], text: str = "") -> dict[str, 
 def _turn(manager: SessionManager, call: tuple[str, dict[str, Any]], output: str, error: bool = False) -> None:
     message = _assistant(call)
     block = message["content"][-1]
-    manager.append_message(message)  # type: ignore[arg-type]
-    manager.append_message({"role": "toolResult", "toolCallId": block["id"], "toolName": block["name"],  # type: ignore[arg-type]
+    manager.append_message(message)
+    manager.append_message({"role": "toolResult", "toolCallId": block["id"], "toolName": block["name"],
                             "content": [{"type": "text", "text": output}], "isError": error, "timestamp": 0})
 
 
@@ -155,7 +155,7 @@ def _plan(seed: int) -> _Plan:
         _turn(manager, ("bash", {"command": "pytest -q tests/test_limits.py"}), f"E   {error}\n1 failed", error=True)
         _turn(manager, ("edit", {"path": "app/limits.py", "oldText": "pass", "newText": "limiter = Limiter()"}),
               "Successfully replaced text in app/limits.py.")
-        manager.append_message(_assistant(text=f"Two options: a {other} or a {chosen}. Which one?"))  # type: ignore[arg-type]
+        manager.append_message(_assistant(text=f"Two options: a {other} or a {chosen}. Which one?"))
         _user(manager, f"Go with the {chosen}, not the {other}. That is decided.")
         _turn(manager, ("write", {"path": "docs/RATE_LIMITS.md", "content": f"# Rate limits\nAlgorithm: {chosen}\n"}),
               "Wrote 2 lines.")
@@ -173,7 +173,7 @@ def _filler(manager: SessionManager, rng: random.Random, chars: int) -> None:
         body = "".join(f"def helper_{rng.randrange(10_000)}(x):\n    return x + {rng.randrange(100)}\n"
                        for _ in range(max(1, chars // 3 // 40)))
         _turn(manager, ("read", {"path": path}), f"# {path}\n{body}")
-    manager.append_message(_assistant(text="Reviewed three more modules; continuing."))  # type: ignore[arg-type]
+    manager.append_message(_assistant(text="Reviewed three more modules; continuing."))
 
 
 # -- summarizers of several qualities ----------------------------------------------------------------------
