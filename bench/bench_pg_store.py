@@ -221,6 +221,7 @@ def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
             turns.append(time.perf_counter() - t)
         out[f"{name}_per_turn_ms_median"] = round(statistics.median(turns) * 1000, 2)
     assert store.exists()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return out
 
 
@@ -280,6 +281,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("load", "resume", "listing", "all"))
     ap.add_argument("--url", help="an existing database (default: a throwaway durable cluster)")
+    ap.add_argument("--async-commit", action="store_true",
+                    help="synchronous_commit=off (the JSONL store's durability: no fsync per append)")
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--appends", type=int, default=200)
@@ -295,6 +298,8 @@ def main() -> None:
             from picontext.testing.postgres import PostgresCluster
 
             url = stack.enter_context(PostgresCluster(durable=True)).url
+        if args.async_commit:
+            url += ("&" if "?" in url else "?") + "options=-csynchronous_commit%3Doff"
         results: dict[str, Any] = {}
         if args.what in ("load", "all"):
             results["load"] = bench_load(url, args.procs, args.sessions, args.appends, args.shared, args.kills)

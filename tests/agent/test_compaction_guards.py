@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 from runtime_helpers import file_entries, make
 
-from picontext.cli.modes.interactive import ReplyView
+from picontext.cli.modes.reply_view import ReplyView
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import ScriptedCompletion
 from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
@@ -128,4 +128,4 @@ def test_chat_shows_background_compaction_lines() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "compacting in background…"
     assert "background summary discarded (the conversation moved to another branch)" in lines[1]
-    assert lines[2] == "✓ Context compacted (threshold): 3,000 → 900 tokens"
+    assert lines[2].startswith("✓ Context compacted (threshold): 3,000 → 900 tokens")

@@ -22,14 +22,25 @@ def test_demo_runs_offline_and_leaves_a_compacted_session(tmp_path: Path) -> Non
     match = re.search(r"Session file: (\S+\.jsonl)", out)
     assert match, out
     path = Path(match.group(1))
-    assert path.is_file() and path.is_relative_to(tmp_path)
+    home = Path(os.environ["PICONTEXT_DIR"])
+    assert path.is_file() and path.is_relative_to(home / "sessions")  # the project's own session directory
+    listed = subprocess.run([sys.executable, "-m", "picontext", "sessions", "--json"], cwd=tmp_path / "project",
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert [row["path"] for row in json.loads(listed.stdout)] == [str(path)]
+    session_id = json.loads(path.read_text().splitlines()[0])["id"]
+    tail = out.split("Look inside", 1)[1].splitlines()[1:]
+    assert tail[0].strip() == f"picontext tree {session_id[:13]}"  # by id: short, whole commands
+    assert all(len(line) <= 80 for line in tail[:3])
+    shown = subprocess.run([sys.executable, "-m", "picontext", "show", session_id[:13]], capture_output=True,
+                           text=True, env=env, timeout=60)
+    assert shown.returncode == 0 and "compaction" in shown.stdout
 
     session = load_session(str(path))  # a valid session file
     kinds = [e["type"] for e in session.entries]
     assert "compaction" in kinds
     assert "▸ bash" in out and "▸ write" in out and "▸ edit" in out and "▸ read" in out
     assert "Context compacted" in out and "─ demo/scripted-12k" in out and "/12k" in out
-    assert "?/12k" in out  # unknown usage right after a compaction
+    assert re.search(r"~\d+\.\d%/12k", out)  # the estimate right after a compaction, before a reply reports usage
 
     project = tmp_path / "project"
     assert sorted(p.name for p in project.iterdir()) == ["corpus.txt", "test_wordstats.py", "wordstats.py"]

@@ -292,3 +292,92 @@ def test_sessions_empty_and_custom_dir(tmp_path: Path) -> None:
     assert [r["id"] for r in rows] == [mine.get_session_id()]
     all_rows = json.loads(run("sessions", "--all", "--json", "--dir", str(flat), cwd=proj).stdout)
     assert len(all_rows) == 2
+
+
+# ---------------------------------------------------------------------------- sessions by id, options
+
+
+def test_inspection_takes_an_id_prefix_or_the_latest_session_of_the_directory(tmp_path: Path) -> None:
+    proj = Path(os.path.realpath(tmp_path / "proj"))
+    proj.mkdir()
+    s1 = _make_session(str(proj), "older question", T0)
+    s2 = _make_session(str(proj), "newer question", T0 + 60_000)
+    latest = run("show", cwd=proj)
+    assert latest.returncode == 0, latest.stderr
+    assert "newer question" in latest.stdout and "older question" not in latest.stdout
+    by_id = run("show", s1.get_session_id()[:13], cwd=proj)
+    assert by_id.returncode == 0 and "older question" in by_id.stdout
+    for cmd in ("context", "tree", "stats", "tokens", "dropped"):
+        result = run(cmd, s1.get_session_id()[:13], cwd=proj)
+        assert result.returncode == 0, (cmd, result.stderr)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert "older question" in run("show", s1.get_session_id(), cwd=elsewhere).stdout  # any project's session
+    a, b = s1.get_session_id(), s2.get_session_id()
+    common = a[: next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)]
+    assert_one_line_error(run("show", common, cwd=proj), "ambiguous")
+    assert_one_line_error(run("show", "01a22be0-643d", cwd=proj), "no session with id '01a22be0-643d'")
+    assert_one_line_error(run("show", cwd=elsewhere), "no sessions for")
+
+
+def test_show_tail_and_full(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    sm = SessionManager.open(str(path), cwd_override="/proj", clock=FrozenClock(T0, 1000), warn=lambda m: None)
+    for n in range(5):
+        sm.append_message(U(f"question {n}"))
+        sm.append_message(A(f"line one of answer {n}\nline two of answer {n}"))
+    tail = run("show", str(path), "--tail", "2")
+    assert tail.returncode == 0
+    assert "… 8 earlier entries" in tail.stdout
+    assert "question 4" in tail.stdout and "question 3" not in tail.stdout
+    assert "line one of answer 4 line two of answer 4" in tail.stdout  # one line per entry
+    full = run("show", str(path), "--tail", "1", "--full")
+    assert "line one of answer 4\nline two of answer 4" in full.stdout  # whole message, breaks kept
+    context = run("context", str(path), "--tail", "3")
+    assert "… 7 earlier messages" in context.stdout and context.stdout.count("\n") == 5
+    tree = run("tree", str(path), "--tail", "4")
+    assert tree.stdout.count("\n") == 5 and "… 6 earlier lines" in tree.stdout
+
+
+def test_tree_json(tmp_path: Path) -> None:
+    path, ids = small_file(tmp_path)
+    result = run("tree", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    [root] = data["tree"]
+    assert root["id"] == ids["t"] and root["type"] == "thinking_level_change"
+    u1 = root["children"][0]
+    assert u1["id"] == ids["u1"] and u1["label"] == "start" and u1["summary"] == "user: plan it"
+    a1 = u1["children"][0]
+    assert [c["id"] for c in a1["children"]] == [ids["u2"], ids["b"]]
+    assert data["leafId"] == sm_leaf(path)
+
+
+def sm_leaf(path: Path) -> str:
+    return json.loads(path.read_text().splitlines()[-1])["id"]
+
+
+def test_every_subcommand_help_has_a_description_argument_help_and_an_example() -> None:
+    import argparse
+
+    from picontext.cli.main import build_parser
+
+    def subparsers(parser: argparse.ArgumentParser, name: str) -> list[tuple[str, argparse.ArgumentParser]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    found.append((f"{name} {sub_name}", sub))
+                    found.extend(subparsers(sub, f"{name} {sub_name}"))
+        return found
+
+    found = subparsers(build_parser(), "picontext")
+    assert len(found) >= 15
+    for name, parser in found:
+        assert parser.description, name
+        assert "examples:\n  picontext" in (parser.epilog or "") or "| picontext" in (parser.epilog or ""), name
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help, (name, action.dest)
+    result = run("show", "--help")
+    assert "examples:" in result.stdout and "--tail N" in result.stdout and "--full" in result.stdout

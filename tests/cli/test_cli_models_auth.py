@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inprocess import run_main
@@ -261,3 +263,33 @@ def test_auth_remove(home: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert resolve_api_key("openai", env={}) is None
     one_line_error(run("auth", "remove", "openai"), "no stored key for openai")
+
+
+# -- the worked examples of docs/providers.md --------------------------------------------------------
+
+
+def _doc_examples() -> list[dict[str, Any]]:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
+    section = doc.split("## Your own models: `models.json`", 1)[1].split("\n## ", 1)[0]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+
+
+def test_models_json_examples_in_the_docs(home: Path) -> None:
+    examples = _doc_examples()
+    assert [next(iter(e["providers"])) for e in examples] == ["ollama", "llamacpp", "vllm", "lmstudio", "openrouter"]
+    for example in examples:
+        (home / "models.json").write_text(json.dumps(example))
+        r = run("models", "list", "--json", OPENROUTER_API_KEY=SECRET)
+        assert r.returncode == 0, r.stderr
+        rows = {row["model"]: row for row in json.loads(r.stdout)}
+        [(provider, conf)] = example["providers"].items()
+        for model in conf["models"]:
+            row = rows[f"{provider}/{model['id']}"]
+            assert row["baseUrl"] == conf["baseUrl"] and row["contextWindow"] == model["contextWindow"]
+            assert row["keyConfigured"] is True  # local servers need none; OpenRouter's comes from the env var
+            assert row["keySource"] == ("env OPENROUTER_API_KEY" if provider == "openrouter" else "local")
+    # the errors the section promises: one line naming the file and the field
+    (home / "models.json").write_text(json.dumps({"providers": {"x": {"models": [{"id": "m"}]}}}))
+    one_line_error(run("models", "list"), "models.json", "baseUrl")
+    (home / "models.json").write_text(json.dumps({"providers": {"x": {"baseUrl": "http://h/v1", "models": [{}]}}}))
+    one_line_error(run("models", "list"), "models.json", '"id"')

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from inprocess import run_main
 
-from picontext.testing import ScriptedModelServer, rate_limit, raw_stream, text, tool_call
+from picontext.testing import ScriptedModelServer, overflow, rate_limit, raw_stream, text, tool_call
 
 
 @pytest.fixture
@@ -28,10 +30,17 @@ def configure(home: Path, base_url: str, *, api_key: str | None = "test-key") ->
     (home / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
 
 
-def run(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(home: Path, cwd: Path, *args: str, stdin: str | None = None, command: tuple[str, ...] = ("run",)
+        ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PICONTEXT_DIR"] = str(home)
-    return run_main("run", *args, cwd=cwd, env=env)
+    if stdin is None and command == ("run",):
+        return run_main("run", *args, cwd=cwd, env=env)
+    # a real pipe on stdin, or the words routed by `python -m picontext` itself
+    return subprocess.run(
+        [sys.executable, "-m", "picontext", *command, *args], capture_output=True, text=True, cwd=cwd, env=env,
+        timeout=60, input=stdin, stdin=subprocess.DEVNULL if stdin is None else None,
+    )
 
 
 @pytest.fixture
@@ -123,6 +132,7 @@ def test_unreachable_server_one_line_exit_2(home: Path, tmp_path: Path) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("picontext: Connection error")
+    assert f"is the server at {url}/v1 running?" in lines[0]  # the URL it tried
 
 
 def test_print_mode_announces_each_retry_wait_on_one_stderr_line(
@@ -148,3 +158,60 @@ def test_print_mode_reports_a_malformed_server_reply_on_one_line(
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("picontext: Malformed response from 127.0.0.1:") and "stream event 1" in line
+
+
+def user_text(request: Any) -> str:
+    content = request.json["messages"][-1]["content"]
+    return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+def test_piped_input_joins_the_prompt(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(text("A summary."), text("Four."))
+    result = run(home, tmp_path, "-p", "summarize", "--model", "scripted/m1", "--no-session",
+                 stdin="# Notes\nalpha beta\n", command=())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "A summary.\n"
+    assert user_text(server.requests[0]) == "# Notes\nalpha beta\n\nsummarize"
+    result = run(home, tmp_path, "-p", "--model", "scripted/m1", "--no-session", stdin="what is 2+2?\n", command=())
+    assert result.returncode == 0, result.stderr
+    assert user_text(server.requests[1]) == "what is 2+2?\n"
+
+
+def test_a_prompt_that_is_not_a_command_goes_to_the_chat(home: Path, tmp_path: Path) -> None:
+    # `picontext tree of life` would be the tree command; after `--` it is a prompt for the chat
+    # (which needs a terminal, so here it refuses with its own message, not the tree command's).
+    for argv in (["--", "tree", "of", "life"], ["fix", "the", "bug"], ["chat", "tree", "of", "life"]):
+        result = run(home, tmp_path, *argv, command=())
+        assert result.returncode == 2 and "The chat needs a terminal" in result.stderr, (argv, result.stderr)
+    result = run(home, tmp_path, "tree", str(tmp_path / "missing.jsonl"), command=())
+    assert result.returncode == 2 and "no such file" in result.stderr
+
+
+def _history(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
+    (home / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 10}}))
+    configure(home, server.url + "/v1")
+    server.expect(text("First answer, long enough to be worth summarizing. " * 20))
+    assert run(home, tmp_path, "-p", "first question", "--model", "scripted/m1").returncode == 0
+
+
+def test_print_mode_says_when_it_compacts_after_an_overflow(server: ScriptedModelServer, home: Path,
+                                                            tmp_path: Path) -> None:
+    _history(server, home, tmp_path)
+    server.expect(overflow(), text("## Goal\nAnswer questions."), text("Second answer."))
+    result = run(home, tmp_path, "-c", "-p", "second question")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Second answer.\n"
+    lines = result.stderr.splitlines()
+    assert "picontext: compacting (the context overflowed the model's window)…" in lines
+    assert any(line.startswith("picontext: compacted") and line.endswith("; retrying the request") for line in lines)
+
+
+def test_print_mode_says_in_words_when_overflow_recovery_fails(server: ScriptedModelServer, home: Path,
+                                                               tmp_path: Path) -> None:
+    _history(server, home, tmp_path)
+    server.expect(overflow(), text("## Goal\nAnswer questions."), overflow())
+    result = run(home, tmp_path, "-c", "-p", "second question")
+    assert result.returncode == 1
+    assert "context overflow: one compaction and retry did not help" in result.stderr
+    assert "{" not in result.stderr  # not the provider's raw JSON

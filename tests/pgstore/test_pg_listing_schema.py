@@ -110,3 +110,11 @@ def test_replace_keeps_a_backup_and_changes_the_generation(pg_url: str) -> None:
     assert store.read_since(tail) is None  # the log no longer extends the old tail
     assert store.export_bytes() == b'{"type":"session","version":3,"id":"r1","timestamp":"2026-01-01T00:00:00.000Z",' \
         b'"cwd":"/"}\n'
+
+
+def test_a_session_id_that_cannot_be_a_key_is_refused(pg_url: str) -> None:
+    from picontext.errors import SessionFormatError
+
+    data = b'{"type":"session","version":3,"id":"bad\\u0000id","timestamp":"t","cwd":"/"}\n'
+    with pytest.raises(SessionFormatError, match="cannot be a database key"):
+        import_bytes(database(pg_url), data, source="x.jsonl")

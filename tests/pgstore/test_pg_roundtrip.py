@@ -31,7 +31,7 @@ def test_export_of_import_is_byte_identical_for_the_whole_corpus(pg_url: str) ->
     assert imported >= 250
 
 
-MAX_LEAVES = 200
+MAX_LEAVES = 60
 
 
 def _contexts(file_entries: list[Any]) -> dict[Any, Any]:

@@ -133,3 +133,15 @@ def test_listing_uses_the_index_and_agrees_without_it(tmp_path: Path, monkeypatc
     without = [dataclasses.asdict(i) for i in list_all_sessions(str(tmp_path))]
     assert with_index == again == without
     assert [i["message_count"] for i in without] == [10, 8, 6, 4, 2]
+
+
+def test_text_msgpack_cannot_hold_means_no_index_not_an_error(tmp_path: Path) -> None:
+    sm = SessionManager.create("/w", str(tmp_path))
+    sm.append_message({"role": "user", "content": "lone \udc00 surrogate", "timestamp": 1})
+    sm.append_message({"role": "assistant", "content": [], "api": "a", "provider": "p", "model": "m",
+                       "usage": {}, "stopReason": "stop", "timestamp": 2})
+    path = sm.get_session_file()
+    assert path is not None
+    assert _facts(path) == _truth(path)
+    assert _facts(path)["first_message"] == "lone \udc00 surrogate"
+    assert not os.path.exists(jsonl_index.index_path(os.path.realpath(path)))

@@ -304,6 +304,14 @@ class AgentSession:
         self._follow_up.append(self._user_message(text))
         await self._emit_queue()
 
+    async def clear_queue(self) -> tuple[list[str], list[str]]:
+        """Take every queued message out, undelivered (Pi `clearQueue`): (steering, follow-up) texts."""
+        state = self._queue_state()
+        self._steering.clear()
+        self._follow_up.clear()
+        await self._emit_queue()
+        return state
+
     def _drain(self, queue: list[AgentMessage], mode: QueueMode) -> list[AgentMessage]:
         taken = queue[:] if mode == "all" else queue[:1]
         del queue[: len(taken)]

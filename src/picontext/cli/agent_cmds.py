@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -21,29 +22,54 @@ from typing import Any
 from picontext._json import dumps_line
 from picontext.agent.events import AgentEvent, to_json_event
 from picontext.agent.session import AgentSession
+from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import AssistantMessage
-from picontext.cli.main import CliError
+from picontext.cli.main import CliError, described
 from picontext.cli.modes.common import add_session_flags, build_session
-
-_UNREACHABLE = ("Connection error", "Network error", "Request timed out")
+from picontext.cli.modes.reply_view import UNREACHABLE as _UNREACHABLE
+from picontext.cli.modes.reply_view import compaction_error
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run the agent once on a prompt and print the reply (print mode)")
-    p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="the prompt")
+    p = sub.add_parser("run", help="run the agent once on a prompt and print the reply (print mode)",
+                       **described("Print mode: run the agent once and print the reply; piped input is sent "
+                                   "before the prompt. `picontext -p PROMPT` is the same command.",
+                                   'picontext -p "what does app.py do?"', 'cat notes.md | picontext -p "summarize"',
+                                   'git diff | picontext -p "review this" --mode json'))
+    p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", nargs="?", const="",
+                   help="the prompt (without a value: read it from stdin)")
     p.add_argument("message", nargs="*", help="the prompt, if -p is not given")
     p.add_argument("--mode", choices=("text", "json"), default="text", help="text: the reply; json: one event per line")
     add_session_flags(p)
     p.set_defaults(handler=cmd_run)
 
 
+def piped_input() -> str:
+    """What was piped or redirected into stdin ("" for a terminal, /dev/null or a closed stdin).
+
+    Only a pipe or a regular file is read: an inherited terminal or character device never
+    blocks print mode waiting for input nobody will type."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return ""
+    return sys.stdin.read()
+
+
 def _prompt_text(args: argparse.Namespace) -> str:
+    """-p PROMPT (or the words after `run`), with piped input joined in: `cat notes.md | picontext
+    -p "summarize"` sends the file and then the instruction; `echo question | picontext -p` sends
+    the piped text alone."""
     text = getattr(args, "prompt", None)
-    text = text if text is not None else " ".join(getattr(args, "message", None) or [])
-    if not text.strip() and not sys.stdin.isatty():
-        text = sys.stdin.read()
+    words = " ".join(getattr(args, "message", None) or [])
+    text = " ".join(t for t in (text, words) if t)
+    piped = piped_input()
+    if piped.strip():
+        text = f"{piped.rstrip()}\n\n{text}" if text.strip() else piped
     if not text.strip():
-        raise CliError('No prompt: use picontext run -p "your prompt"')
+        raise CliError('No prompt: use picontext -p "your prompt" (or pipe it: echo "question" | picontext -p)')
     return text
 
 
@@ -53,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     printer = JsonPrinter() if getattr(args, "mode", "text") == "json" else TextPrinter()
     session.subscribe(printer)
     asyncio.run(_run(session, text))
-    return _exit_code(printer.last_reply)
+    return _exit_code(printer.last_reply, session.model, getattr(printer, "overflow_failed", False))
 
 
 async def _run(session: AgentSession, text: str) -> None:
@@ -68,7 +94,7 @@ async def _run(session: AgentSession, text: str) -> None:
         await session.aclose()
 
 
-def _exit_code(reply: AssistantMessage | None) -> int:
+def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow_failed: bool = False) -> int:
     if reply is None:
         return 0
     reason = reply.get("stopReason")
@@ -77,17 +103,34 @@ def _exit_code(reply: AssistantMessage | None) -> int:
         return 130
     if reason == "error":
         message = (reply.get("errorMessage") or "the model returned an error").splitlines()[0]
+        if is_context_overflow(reply):
+            message = ("context overflow: one compaction and retry did not help; the request is still larger "
+                       "than the model's window. Try `picontext compact` with --instructions, or a model with a "
+                       "larger window" if overflow_failed else
+                       "context overflow: the request is larger than the model's window and the session could "
+                       "not be compacted (is compaction disabled in settings.json?)")
+        elif message.startswith(_UNREACHABLE) and isinstance(model, dict) and model.get("baseUrl"):
+            message = f"{message} — is the server at {model['baseUrl']} running?"
         print(f"picontext: {message}", file=sys.stderr)
         return 2 if message.startswith(_UNREACHABLE) else 1
     return 0
 
 
 class TextPrinter:
-    """Streams the assistant's text to stdout; tool activity goes to stderr as one line each."""
+    """Streams the assistant's text to stdout; tool activity, compactions and overflow recovery
+    go to stderr as one line each."""
 
     def __init__(self) -> None:
         self.last_reply: AssistantMessage | None = None
+        self.overflow_failed = False
         self._open_line = False
+
+    def _note(self, text: str) -> None:
+        if self._open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._open_line = False
+        print(text, file=sys.stderr, flush=True)
 
     def __call__(self, event: Mapping[str, Any]) -> None:  # AgentEvent; read by key, not narrowed
         kind = event["type"]
@@ -104,9 +147,39 @@ class TextPrinter:
                 sys.stdout.flush()
                 self._open_line = False
         elif kind == "tool_execution_start":
-            print(f"[{event['toolName']}] {_short_args(event['args'])}", file=sys.stderr)
+            self._note(f"[{event['toolName']}] {_short_args(event['args'])}")
         elif kind in ("auto_retry_start", "summarization_retry_scheduled"):
-            print(retry_wait_line(event), file=sys.stderr)
+            self._note(retry_wait_line(event))
+        else:
+            self._compaction_note(event)  # type: ignore[arg-type]
+
+    def _compaction_note(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "compaction_start":
+            why = {"threshold": "the context is over the compaction threshold",
+                   "overflow": "the context overflowed the model's window",
+                   "manual": "asked to"}.get(str(event.get("reason")), str(event.get("reason")))
+            self._note(f"picontext: compacting ({why})…")
+        elif kind == "compaction_end":
+            if event.get("aborted"):
+                self._note("picontext: compaction cancelled")
+            elif event.get("result") is None:
+                error = compaction_error(str(event.get("errorMessage") or "unknown error"))
+                if event.get("reason") == "overflow" and error.startswith(("Context overflow recovery failed",
+                                                                           "Truncated response recovery")):
+                    self.overflow_failed = True
+                    self._note("picontext: context overflow: one compaction and retry did not help")
+                else:
+                    self._note(f"picontext: compaction failed: {error}")
+            else:
+                before = event.get("tokensBefore")
+                after = event.get("tokensAfter")
+                numbers = f" {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
+                    else ""
+                again = "; retrying the request" if event.get("willRetry") else ""
+                self._note(f"picontext: compacted{numbers}{again}")
+        elif kind == "compaction_skipped":
+            self._note(f"picontext: {event.get('message') or 'compaction skipped'}")
 
 
 def retry_wait_line(event: Any) -> str:

@@ -17,8 +17,9 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.loading import check_session, load_session
-from picontext.cli.store_cmds import open_session
+from picontext.cli.loading import add_file_argument, check_session, load_session
+from picontext.cli.main import described
+from picontext.cli.store_cmds import open_session, store_url
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
@@ -28,8 +29,13 @@ from picontext.session.projection import build_session_path, build_session_proje
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)")
-    p.add_argument("file")
+    p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)",
+                       **described("Compact a session file offline: summarize (with a model) or mask the old part "
+                                   "of a branch; the result is appended as a compaction entry, nothing is rewritten.",
+                                   "picontext compact --dry-run",
+                                   "picontext compact 01a22be0 --model anthropic/claude-sonnet-4-5",
+                                   "picontext compact FILE --strategy mask"))
+    add_file_argument(p)
     p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
     p.add_argument("--model", help="model as provider/id: picks per-model settings, and writes the summary unless "
                                    "--summary-model or compaction.model names another")
@@ -123,7 +129,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.dry_run:
         return _dry_run(args, settings_for)
-    check_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
+    where = check_session(args.file)  # one-line errors before anything is opened for writing
+    if store_url() is None:
+        args.file = where  # an id, a prefix or nothing named this file
     manager = open_session(args.file)
     summary_ref = args.summary_model or settings_for(manager.get_cwd()).model or model_ref
     if args.strategy != "mask" and summary_ref is None:

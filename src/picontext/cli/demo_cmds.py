@@ -28,6 +28,7 @@ from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.providers import StreamOptions
+from picontext.cli.main import described
 from picontext.compaction.prompts import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
 from picontext.compaction.settings import Settings
 from picontext.session.manager import SessionManager
@@ -190,7 +191,10 @@ class DemoModelServer(ScriptedModelServer):
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="watch an agent session outgrow its window and survive (offline, scripted)")
+    p = sub.add_parser("demo", help="watch an agent session outgrow its window and survive (offline, scripted)",
+                       **described("An offline demonstration: a scripted model drives a real agent session that "
+                                   "outgrows a 12k window, compacts, overflows once and recovers.",
+                                   "picontext demo", "picontext demo --fast --dir /tmp/demo"))
     p.add_argument("--fast", action="store_true", help="no pauses while streaming")
     p.add_argument("--dir", help="work here instead of a new temporary directory")
     p.set_defaults(handler=cmd_demo)
@@ -213,7 +217,8 @@ async def run_demo(directory: str | None, delay: float, console: Console | None 
     with DemoModelServer(*agent_script(delay, overflow_once=automatic), delay=delay) as server:
         model = server.model("openai-completions", id="scripted-12k", provider="demo", context_window=WINDOW,
                              max_tokens=2_000)
-        manager = SessionManager.create(project, os.path.join(root, "sessions"))
+        # the project's default session directory: `picontext sessions` in the project lists it
+        manager = SessionManager.create(project)
         tools = coding_tools(project)
         extra: dict[str, Any] = {"settings": settings} if automatic else {}
         session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(project, tools),
@@ -233,6 +238,7 @@ async def run_demo(directory: str | None, delay: float, console: Console | None 
             f"{(WINDOW - COMPACTION['reserveTokens']) // 1000}k) works in {project}", style="dim"))
         task = "Build a word-statistics module with tests, try it on a generated corpus, then add a command line."
         console.print(Text(f"> {task}", style="bold cyan"))
+        view.start()
         if automatic:
             await session.prompt(task)
         else:  # a runtime without automatic compaction: compact by hand between two prompts
@@ -246,9 +252,13 @@ async def run_demo(directory: str | None, delay: float, console: Console | None 
     console.print()
     console.print(Text(f"{kinds.count('compaction')} compaction(s), {edits} context edit(s), "
                        f"{server.summary_requests} summary request(s), {len(server.requests)} requests in all; "
-                       f"files in {project}: {', '.join(sorted(os.listdir(project)))}", style="dim"))
-    console.print(Text("Session file: ", style="bold") + Text(str(path)))
-    console.print(Text(f"Look inside: picontext tree {path}   |   picontext show {path}", style="dim"))
+                       f"files in {project}: {', '.join(sorted(os.listdir(project)))}", style="dim"), soft_wrap=True)
+    console.print(Text("Session file: ", style="bold") + Text(str(path)), soft_wrap=True)  # a path is never broken
+    short_id = manager.get_session_id()[:13]
+    console.print(Text("Look inside (a session id prefix works from any directory):", style="bold"))
+    for command in (f"picontext tree {short_id}", f"picontext show {short_id} --tail 20",
+                    f"picontext context {short_id}", f"cd {project} && picontext sessions"):
+        console.print(Text(f"  {command}"), soft_wrap=True)
     if server.unexpected:
         console.print(Text(f"demo: {len(server.unexpected)} request(s) the script did not expect", style="bold red"))
         return 1

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from picontext import _json
+from picontext.cli.main import described
 from picontext.compaction.evaluate import (
     EVAL_STRATEGIES,
     FACT_KINDS,
@@ -23,9 +24,12 @@ from picontext.compaction.evaluate import (
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("eval", help="evaluations (offline unless a model is given)")
+    p = sub.add_parser("eval", help="evaluations (offline unless a model is given)",
+                       **described("Evaluations of the compaction strategies.", "picontext eval compaction"))
     groups = p.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
-    c = groups.add_parser("compaction", help="plant facts in seeded sessions; probe which survive each strategy")
+    c = groups.add_parser("compaction", help="plant facts in seeded sessions; probe which survive each strategy",
+                          **described("Plant facts in seeded sessions, compact them with each strategy and probe "
+                                      "which facts survive.", "picontext eval compaction --json"))
     c.add_argument("--rounds", type=int, default=6, help="work rounds per session, each followed by a compaction")
     c.add_argument("--sessions", type=int, default=3, help="seeded sessions per row (default 3)")
     c.add_argument("--strategy", action="append", choices=EVAL_STRATEGIES,

@@ -12,31 +12,58 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, load_session, project_file
+from picontext.cli.loading import LoadedSession, add_file_argument, load_session, project_file
 from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
 
 
+def _parser(sub: Any, name: str, summary: str, description: str, examples: list[str]) -> Any:
+    return sub.add_parser(name, help=summary, description=description,
+                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def register(sub: Any) -> None:
-    p = sub.add_parser("context", help="what the model sees for a leaf (exactly Pi's buildSessionContext)")
-    p.add_argument("file")
+    p = _parser(sub, "context", "what the model sees for a leaf (exactly Pi's buildSessionContext)",
+                "The messages the model is sent for the branch ending at a leaf: compactions replaced by their "
+                "summary, context edits applied. One line per message.",
+                ["picontext context", "picontext context 01a22be0 --tail 20", "picontext context FILE --json"])
+    add_file_argument(p)
     p.add_argument("--leaf", help="entry id to project from (default: the file's last entry)")
     p.add_argument("--json", action="store_true", help="print {messages, thinkingLevel, model} as JSON")
+    render.add_output_flags(p, tail="messages")
     p.set_defaults(handler=cmd_context)
 
-    p = sub.add_parser("show", help="readable transcript of a branch, marking compacted and edited entries")
-    p.add_argument("file")
+    p = _parser(sub, "show", "readable transcript of a branch, marking compacted and edited entries",
+                "The branch ending at a leaf, one line per entry (or whole messages with --full); entries a "
+                "compaction summarized are dim, entries a context edit omitted are struck through.",
+                ["picontext show", "picontext show 01a22be0 --tail 10 --full", "picontext show FILE --leaf 3f2a9c1d"])
+    add_file_argument(p)
     p.add_argument("--leaf", help="entry id to show the branch of (default: the file's last entry)")
-    p.add_argument("--width", type=int, default=110)
+    p.add_argument("--full", action="store_true", help="whole messages, line breaks kept, instead of one line each")
+    p.add_argument("--width", type=int, help="line width (default: the terminal's, 200 in a pipe)")
+    render.add_output_flags(p, tail="entries")
     p.set_defaults(handler=cmd_show)
 
-    p = sub.add_parser("tree", help="the entry tree: branches, current leaf, labels, compactions, edits")
-    p.add_argument("file")
+    p = _parser(sub, "tree", "the entry tree: branches, current leaf, labels, compactions, edits",
+                "Every entry of the session as a tree: a linear chain stays at one indentation, each branch "
+                "point indents; the leaf, labels, compactions and context edits are marked.",
+                ["picontext tree", "picontext tree 01a22be0 --tail 30", "picontext tree FILE --json | jq .leafId"])
+    add_file_argument(p)
+    p.add_argument("--json", action="store_true", help="print {leafId, tree: [{id, type, summary, label?, children}]}")
+    render.add_output_flags(p, tail="lines")
     p.set_defaults(handler=cmd_tree)
 
-    p = sub.add_parser("stats", help="entries by type, tokens and cost")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true")
+    p = _parser(sub, "stats", "entries by type, tokens and cost",
+                "Counts of entries by type and messages by role, and the token usage and cost recorded in the "
+                "file (replies, summaries, tool-nested usage).",
+                ["picontext stats", "picontext stats 01a22be0 --json"])
+    add_file_argument(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_stats)
+
+
+def _tail(items: list[Any], n: int | None) -> list[Any]:
+    return items[-n:] if n is not None and n >= 0 else items
 
 
 def _stream_context(projection: Any) -> None:
@@ -67,16 +94,20 @@ def cmd_context(args: argparse.Namespace) -> int:
     session = load_session(args.file)
     leaf = session.resolve_leaf(args.leaf)
     projection = build_session_projection(session.entries, leaf, session.by_id)
-    out = render.console()
     model = projection.model or {}
-    out.print(Text(f"{len(projection.messages)} messages · model {model.get('provider', '?')}/"
-                   f"{model.get('modelId', '?')} · thinking {projection.thinking_level}", style="bold"))
-    for item in projection.entries:
-        for message in item.messages:
+    rows = [(item, message) for item in projection.entries for message in item.messages]
+    with render.paged(render.console(), args.no_pager) as out:
+        out.print(Text(f"{len(projection.messages)} messages · model {model.get('provider', '?')}/"
+                       f"{model.get('modelId', '?')} · thinking {projection.thinking_level}", style="bold"))
+        shown = _tail(rows, args.tail)
+        if len(shown) < len(rows):
+            out.print(Text(f"… {len(rows) - len(shown)} earlier messages", style="dim"))
+        width = max(30, out.width - 28)
+        for item, message in shown:
             role = message.get("role", "?") if isinstance(message, dict) else "?"
             line = render.role_text(role)
             line.append(f" {field_of(item.source_entry, 'id')} ", style="dim")
-            line.append(render.message_summary(message, 90))
+            line.append(render.message_summary(message, width))
             out.print(line)
     return 0
 
@@ -98,43 +129,80 @@ def cmd_show(args: argparse.Namespace) -> int:
     leaf = session.resolve_leaf(args.leaf)
     path = build_session_path(session.entries, leaf, session.by_id)
     compacted, edits = _edit_state(session, path)
-    out = render.console()
     name = session.manager.get_session_name()
     header = session.header
-    out.print(Text(f"{name or '(unnamed session)'} · {header.get('id')} · {header.get('cwd')}", style="bold"))
-    out.print(Text(f"branch of {len(path)} entries; dim = summarized by a compaction, "
-                   "struck = omitted by a context edit", style="dim"))
-    width = max(40, args.width - 30)
-    for entry in path:
-        eid = field_of(entry, "id")
-        kind = field_of(entry, "type")
-        message = entry.get("message") if kind == "message" else None
-        role = message.get("role", "?") if isinstance(message, dict) else (kind or "?")
-        line = render.role_text(str(role))
-        line.append(f" {eid} ", style="dim")
-        body = render.message_summary(message, width) if message is not None else render.entry_summary(entry, width)
-        style = ""
-        note = ""
-        if eid in compacted:
-            style, note = "dim", "  [compacted]"
-        edit = edits.get(eid)
-        if edit is not None:
-            if edit.get("replacement") is None:
-                style, note = "strike", f"  [omitted by {edit.get('id')}]"
-            else:
-                note = f"  [replaced by {edit.get('id')}]"
-        line.append(body, style=style)
+    with render.paged(render.console(), args.no_pager) as out:
+        out.print(Text(f"{name or '(unnamed session)'} · {header.get('id')} · {header.get('cwd')}", style="bold"))
+        out.print(Text(f"branch of {len(path)} entries; dim = summarized by a compaction, "
+                       "struck = omitted by a context edit", style="dim"))
+        shown = _tail(path, args.tail)
+        if len(shown) < len(path):
+            out.print(Text(f"… {len(path) - len(shown)} earlier entries", style="dim"))
+        width = max(40, (args.width or out.width) - 30)
+        for entry in shown:
+            _show_entry(out, entry, compacted, edits, width, args.full)
+    return 0
+
+
+def _show_entry(out: Any, entry: Any, compacted: set[Any], edits: dict[Any, Any], width: int, full: bool) -> None:
+    eid = field_of(entry, "id")
+    kind = field_of(entry, "type")
+    message = entry.get("message") if kind == "message" else None
+    role = message.get("role", "?") if isinstance(message, dict) else (kind or "?")
+    line = render.role_text(str(role))
+    line.append(f" {eid} ", style="dim")
+    style = ""
+    note = ""
+    if eid in compacted:
+        style, note = "dim", "  [compacted]"
+    edit = edits.get(eid)
+    if edit is not None:
+        if edit.get("replacement") is None:
+            style, note = "strike", f"  [omitted by {edit.get('id')}]"
+        else:
+            note = f"  [replaced by {edit.get('id')}]"
+    if full:
         line.append(note, style="italic red" if note else "")
         out.print(line)
-    return 0
+        body = render.message_full(message) if message is not None else render.entry_full(entry)
+        if body:
+            out.print(Text(body, style=style))
+        return
+    body = render.message_summary(message, width) if message is not None else render.entry_summary(entry, width)
+    line.append(body, style=style)
+    line.append(note, style="italic red" if note else "")
+    out.print(line)
+
+
+def _tree_json(node: Any) -> dict[str, Any]:
+    """The tree as JSON, iteratively (sessions can be deeper than Python's recursion limit)."""
+    root: dict[str, Any] = {}
+    stack = [(node, root)]
+    while stack:
+        current, out = stack.pop()
+        entry = current.entry
+        out.update({"id": field_of(entry, "id"), "type": field_of(entry, "type"),
+                    "summary": render.entry_summary(entry, 120)})
+        if current.label:
+            out["label"] = current.label
+        out["children"] = []
+        for child in current.children:
+            slot: dict[str, Any] = {}
+            out["children"].append(slot)
+            stack.append((child, slot))
+    return root
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
     session = load_session(args.file)
     manager = session.manager
     leaf = manager.get_leaf_id()
-    out = render.console()
     roots = manager.get_tree()
+    if args.json:
+        _write_json({"leafId": leaf, "tree": [_tree_json(r) for r in roots]})
+        return 0
+    out = render.console()
+    width = max(40, out.width - 20)
     lines: list[Text] = []
 
     def node_line(node: Any, prefix: str) -> Text:
@@ -145,7 +213,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
         kind = field_of(entry, "type")
         style = {"compaction": "bold magenta", "branch_summary": "bold blue", "context_edit": "red"}.get(
             kind if isinstance(kind, str) else "", "")
-        text.append(render.entry_summary(entry, 80), style=style)
+        text.append(render.entry_summary(entry, max(20, width - len(prefix))), style=style)
         if node.label:
             text.append(f"  [{node.label}]", style="bold cyan")
         if eid == leaf:
@@ -165,8 +233,12 @@ def cmd_tree(args: argparse.Namespace) -> int:
                 last = i == len(children) - 1
                 stack.append((children[i], child_prefix + ("└─ " if last else "├─ "),
                               child_prefix + ("   " if last else "│  ")))
-    for line in lines:
-        out.print(line)
+    with render.paged(out, args.no_pager) as paged_out:
+        shown = _tail(lines, args.tail)
+        if len(shown) < len(lines):
+            paged_out.print(Text(f"… {len(lines) - len(shown)} earlier lines", style="dim"))
+        for line in shown:
+            paged_out.print(line, no_wrap=True, overflow="ellipsis")
     return 0
 
 

@@ -10,13 +10,15 @@ from functools import cached_property
 from typing import Any
 
 from picontext.errors import PicontextError, SessionFormatError
+from picontext.session import paths
 from picontext.session.index import EntryIndex
+from picontext.session.listing import find_most_recent_session
 from picontext.session.live import LiveProjection
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
 from picontext.session.protocol import LoadResult
-from picontext.session.store import JsonlSessionStore
+from picontext.session.store import JsonlSessionStore, read_session_header
 from picontext.session.tree import path_to
 
 
@@ -97,7 +99,15 @@ class LoadedSession:
         return leaf
 
 
-def project_file(path: str, leaf: str | None) -> SessionProjection:
+FILE_HELP = ("session file, session id or unique id prefix (default: the latest session of the current "
+             "directory)")
+
+
+def add_file_argument(parser: Any) -> None:
+    parser.add_argument("file", nargs="?", metavar="SESSION", help=FILE_HELP)
+
+
+def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
     path, result = _open(path, lazy=True)
@@ -111,14 +121,16 @@ def project_file(path: str, leaf: str | None) -> SessionProjection:
     return live.projection()
 
 
-def check_session(path: str) -> None:
-    """The one-line errors (and warnings) of `load_session`, parsing only the lines' heads."""
-    _open(path, lazy=True)
+def check_session(path: str | None) -> str:
+    """The one-line errors (and warnings) of `load_session`, parsing only the lines' heads; returns
+    where the session is (the file an id, a prefix or nothing named)."""
+    return _open(path, lazy=True)[0]
 
 
-def load_session(path: str) -> LoadedSession:
-    """Read a session file without modifying it; one-line errors for the CLI. With a session
-    database (`--store URL`), `path` is a session id or a unique prefix of one."""
+def load_session(path: str | None) -> LoadedSession:
+    """Read a session without modifying it; one-line errors for the CLI. `path` is a file, a
+    session id or unique id prefix, or None for the latest session of the current directory;
+    with a session database (`--store URL`), a session id or a unique prefix of one."""
     path, result = _open(path, lazy=False)
     file_entries = result.entries
     migrate_to_current(file_entries)
@@ -126,13 +138,16 @@ def load_session(path: str) -> LoadedSession:
     return LoadedSession(path, file_entries, entries, build_index(entries))
 
 
-def _open(ref: str, *, lazy: bool) -> tuple[str, LoadResult]:
+def _open(ref: str | None, *, lazy: bool) -> tuple[str, LoadResult]:
     """(where the session is, what it holds): a file, or a session of the `--store` database."""
     from picontext.cli.store_cmds import resolve, store_url
 
     url = store_url()
     if url is None:
-        return ref, _read(ref, lazy=lazy)
+        path = session_path(ref, os.getcwd())
+        return path, _read(path, lazy=lazy)
+    if ref is None:
+        raise SessionOpenError("with --store, name the session: its id or a unique prefix (picontext sessions)")
     store = resolve(url, ref)
     result = store.load(lazy=lazy)
     if not result.valid:
@@ -155,3 +170,72 @@ def _read(path: str, *, lazy: bool) -> LoadResult:
         raise SessionOpenError(f"not a session file ({why}): {path}")
     print_warnings(result.warnings(path))
     return result
+
+
+def _session_files(directory: str) -> list[str]:
+    """The regular *.jsonl files of `directory` (a FIFO or device of that name would never end)."""
+    try:
+        names = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".jsonl")]
+    except OSError:
+        return []
+    out = []
+    for path in names:
+        try:
+            if stat.S_ISREG(os.stat(path).st_mode):
+                out.append(path)
+        except OSError:
+            continue
+    return out
+
+
+def _ids_matching(files: list[str], prefix: str) -> dict[str, str]:
+    """{path: id} of the session files whose header id starts with `prefix`."""
+    found: dict[str, str] = {}
+    for path in files:
+        try:
+            header = read_session_header(path)
+        except OSError:
+            continue
+        session_id = header.get("id") if isinstance(header, dict) else None
+        if isinstance(session_id, str) and session_id.lower().startswith(prefix.lower()):
+            found[path] = session_id
+    return found
+
+
+def latest_session(cwd: str) -> str:
+    """The most recently active session of `cwd` (what inspection commands use without a FILE)."""
+    path = find_most_recent_session(paths.default_session_dir(cwd), cwd)
+    if path is None:
+        raise SessionOpenError(f"no sessions for {cwd}: give a session file or id (`picontext sessions --all`)")
+    return path
+
+
+def session_path(ref: str | None, cwd: str, *, create: bool = False) -> str:
+    """A session file from what the user typed: a path, a session id, or a unique id prefix.
+
+    An existing file wins. A word without a path separator or `.jsonl` is an id (prefix), looked
+    up first among the sessions of `cwd`, then among every project's. With `create`, a path that
+    does not exist yet is returned as is (a new session file); an id never creates a file."""
+    if ref is None:
+        return latest_session(cwd)
+    if os.path.exists(ref):
+        return ref
+    if os.sep in ref or ref.endswith(".jsonl"):
+        if create:
+            return ref
+        raise SessionOpenError(f"no such file: {ref}")
+    matches = _ids_matching(_session_files(paths.default_session_dir(cwd)), ref)
+    if not matches:
+        root = paths.sessions_root()
+        try:
+            dirs = [os.path.join(root, d) for d in os.listdir(root)]
+        except OSError:
+            dirs = []
+        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d)], ref)
+    if len(set(matches.values())) > 1:
+        shown = ", ".join(sorted(set(matches.values()))[:5])
+        raise SessionOpenError(f"session id prefix {ref!r} is ambiguous: {shown}")
+    if not matches:
+        hint = " (to create a new session file, give a path such as ./name.jsonl)" if create else ""
+        raise SessionOpenError(f"no session with id {ref!r} and no such file{hint}")
+    return max(matches, key=os.path.getmtime)

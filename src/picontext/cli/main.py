@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from picontext import __version__
 from picontext.cli import terminal
@@ -19,6 +20,12 @@ Handler = Callable[[argparse.Namespace], int]
 
 class CliError(Exception):
     """An expected failure: printed as one line on stderr, exit code 2."""
+
+
+def described(description: str, *examples: str) -> dict[str, Any]:
+    """add_parser() keywords for a subcommand's --help: what it does, then examples."""
+    return {"description": description, "epilog": "examples:\n" + "\n".join(f"  {e}" for e in examples),
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
@@ -44,10 +51,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
-        "to inspect, project and compact. Without a command: interactive chat (or print mode with -p).",
+        "to inspect, project and compact. Without a command: interactive chat (or print mode with -p); "
+        "words that are not a command are the chat's first message.",
+        epilog='examples:\n  picontext "fix the failing test in app.py"\n  picontext -c\n  picontext -r 01a22be0\n'
+        '  cat notes.md | picontext -p "summarize"\n  picontext -- tree of the project: explain it   '
+        "(a prompt that starts with a command name)\n  picontext show --tail 20",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"picontext {__version__}")
-    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", default=argparse.SUPPRESS,
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", default=argparse.SUPPRESS, nargs="?",
+                        const="",
                         help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
     parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
                         help="print mode output: text (the reply) or json (one event per line)")
@@ -61,6 +74,60 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Top-level options that take a value (the token after them is not a prompt or a command name).
+_VALUE_OPTIONS = frozenset({"-p", "--print", "--mode", "--model", "--thinking", "--session"})
+
+
+def route(argv: Sequence[str], is_command: Callable[[str], bool]) -> list[str]:
+    """`picontext fix the bug` -> `picontext chat fix the bug`; `picontext -p X` -> `picontext run -p X`.
+
+    The first word that is not an option decides: a command name runs that command; anything else
+    is the start of a prompt. `--` ends the options, so `picontext -- tree of life` is a chat
+    prompt that starts with a command name (as is `picontext chat tree of life`). `is_command` is
+    called only for the first word that is not an option."""
+    args = list(argv)
+    printing = False
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token in ("-h", "--help", "--version"):
+            return args
+        if token == "--":
+            break
+        if token.startswith("-"):
+            name = token.split("=", 1)[0]
+            printing = printing or name in ("-p", "--print")
+            if name in _VALUE_OPTIONS and "=" not in token:
+                i += 1
+            elif name in ("-r", "--resume") and i + 1 < len(args) and not args[i + 1].startswith("-") \
+                    and looks_like_session_id(args[i + 1]):
+                i += 1  # `-r ID`
+            i += 1
+            continue
+        if is_command(token):
+            return args
+        break
+    return ["run" if printing else "chat", *args]
+
+
+def looks_like_session_id(word: str) -> bool:
+    """A session id or prefix (hex digits and dashes), not a prompt word."""
+    return len(word) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in word)
+
+
+def _is_command(word: str) -> bool:
+    """From the command map; only a word not in it builds the whole parser (to find commands a
+    module registers without an entry in COMMAND_OWNERS)."""
+    return word in COMMAND_OWNERS or word in command_names(build_parser())
+
+
+def command_names(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from picontext.cli.store_cmds import apply_store_flag
 
@@ -71,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # `--store URL` is valid everywhere on the command line
     arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
+    if arguments:  # `picontext fix the bug`: words that are not a command are a prompt
+        arguments = route(arguments, _is_command)
     owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
     if owner is not None and importlib.util.find_spec(f"picontext.cli.{owner}") is None:
         owner = None

@@ -18,13 +18,18 @@ from rich.table import Table
 from picontext.ai.auth import _KEYLESS_PROVIDERS, ENV_API_KEYS, _is_local, env_var_for, resolve_api_key
 from picontext.ai.models import Model, default_catalog, picontext_dir
 from picontext.cli import render
-from picontext.cli.main import CliError
+from picontext.cli.main import CliError, described
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("models", help="the model catalog: built-in models and <PICONTEXT_DIR>/models.json")
+    p = sub.add_parser("models", help="the model catalog: built-in models and <PICONTEXT_DIR>/models.json",
+                       **described("The models picontext knows: built-in ones and your own from "
+                                   "<PICONTEXT_DIR>/models.json (docs/providers.md shows examples for Ollama, "
+                                   "llama.cpp, vLLM, LM Studio and OpenRouter).", "picontext models list"))
     msub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
-    lp = msub.add_parser("list", help="list models with window, max output, prices and key status")
+    lp = msub.add_parser("list", help="list models with window, max output, prices and key status",
+                          **described("Every model with its context window, max output, prices and whether a key "
+                                      "is available.", "picontext models list", "picontext models list --json"))
     lp.add_argument("--provider", help="only this provider's models")
     lp.add_argument("--json", action="store_true", help="machine-readable output")
     lp.set_defaults(handler=cmd_models_list)

@@ -11,8 +11,11 @@ and `terminal.safe_output` wraps stdout/stderr for everything written with `prin
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -35,7 +38,8 @@ class SafeConsole(Console):
 
 
 def console() -> Console:
-    out = SafeConsole(highlight=False, soft_wrap=True, file=raw(sys.stdout))
+    """On a terminal: its width, long lines wrapped by rich (never by the terminal mid-word)."""
+    out = SafeConsole(highlight=False, file=raw(sys.stdout))
     if not out.is_terminal:
         # Piped output has no width to respect: don't squeeze tables into 80 columns.
         out = SafeConsole(highlight=False, soft_wrap=True, width=200, file=raw(sys.stdout))
@@ -45,6 +49,12 @@ def console() -> Console:
 def short(text: str, width: int = 100) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def short_line(line: str, width: int = 100) -> str:
+    """One line of output cut to `width`, its indentation kept."""
+    line = line.expandtabs(4).rstrip()
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _json_text(value: Any) -> str:
@@ -153,3 +163,75 @@ def role_text(role: Any) -> Text:
     if not isinstance(role, str):
         role = _json_text(role)
     return Text(f"{role:>17}", style=ROLE_STYLES.get(role, "white"))
+
+
+def add_output_flags(parser: Any, *, tail: str = "lines") -> None:
+    """--tail N and --no-pager for the commands that print a lot."""
+    parser.add_argument("--tail", type=int, metavar="N", help=f"only the last N {tail}")
+    parser.add_argument("--no-pager", action="store_true", help="never page through $PAGER, even on a terminal")
+
+
+@contextlib.contextmanager
+def paged(out: Console, no_pager: bool = False) -> Iterator[Console]:
+    """Print into `out`; on a terminal, output taller than the screen goes through $PAGER
+    (default `less -FRX`: colours kept, quits at once when it fits)."""
+    if no_pager or not out.is_terminal or not sys.stdin.isatty():
+        yield out
+        return
+    with out.capture() as capture:
+        yield out
+    text = capture.get()
+    if text.count("\n") < out.height - 1:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    pager = os.environ.get("PAGER") or "less -FRX"
+    try:
+        proc = subprocess.Popen(pager, shell=True, stdin=subprocess.PIPE)  # $PAGER is a shell command line
+    except OSError:
+        sys.stdout.write(text)
+        return
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(text.encode())
+        proc.stdin.close()
+    with contextlib.suppress(KeyboardInterrupt):
+        proc.wait()
+
+
+def message_full(message: Any) -> str:
+    """A whole message as text, line breaks kept (show --full)."""
+    if not isinstance(message, dict):
+        return repr(message)
+    role = message.get("role")
+    content = message.get("content")
+    if role in ("compactionSummary", "branchSummary"):
+        return str(message.get("summary", ""))
+    if role == "bashExecution":
+        return f"$ {message.get('command')}\n{message.get('output', '')}"
+    if not isinstance(content, list):
+        return content_text(content)
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            parts.append(f"(thinking) {block.get('thinking', '')}")
+        elif kind == "toolCall":
+            arguments = orjson.dumps(block.get("arguments"), option=orjson.OPT_INDENT_2).decode()
+            parts.append(f"→ {block.get('name')} {arguments}")
+        elif kind == "image":
+            parts.append(f"[image {block.get('mimeType', '')}]")
+    if message.get("stopReason") in ("error", "aborted"):
+        parts.append(f"[{message['stopReason']}: {message.get('errorMessage', '')}]")
+    return "\n".join(p for p in parts if p)
+
+
+def entry_full(entry: Any) -> str:
+    """A non-message entry in full (show --full): summaries whole, others as their one line."""
+    if isinstance(entry, dict) and entry.get("type") in ("compaction", "branch_summary"):
+        return f"{entry_summary(entry, 60)}\n{entry.get('summary', '')}"
+    return entry_summary(entry, 200)

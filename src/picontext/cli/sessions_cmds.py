@@ -11,14 +11,18 @@ import orjson
 from rich.table import Table
 
 from picontext.cli import render
+from picontext.cli.main import described
 from picontext.session.listing import list_all_sessions, list_sessions
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("sessions", help="sessions of the current directory (or --all), newest first")
+    p = sub.add_parser("sessions", help="sessions of the current directory (or --all), newest first",
+                       **described("The saved sessions of this directory (or of every project), newest activity "
+                                   "first, with their id: any unique id prefix opens one (picontext -r ID, "
+                                   "picontext show ID).", "picontext sessions", "picontext sessions --all --json"))
     p.add_argument("--all", action="store_true", help="sessions of every project")
     p.add_argument("--dir", help="a session directory to list instead of the per-project default")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_sessions)
 
 

@@ -106,7 +106,10 @@ def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:
                 raise
             return SessionManager.create(cwd, cwd, id=ref, store_factory=factory)  # a new session of that id
         return SessionManager.open(session_id, store_factory=factory)
-    if flag(args, "resume"):
+    resume = flag(args, "resume")
+    if isinstance(resume, str):  # -r ID
+        return SessionManager.open(resolve_session(db, resume), store_factory=factory)
+    if resume:
         return SessionManager.open(pick_session(cwd, infos=list_sessions(db, cwd)), store_factory=factory)
     if flag(args, "continue_"):
         recent = most_recent_session(db, cwd)
@@ -117,13 +120,22 @@ def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:
 
 
 def register(sub: Any) -> None:
+    from picontext.cli.main import described
+
     p = sub.add_parser("store", help="copy sessions between JSONL files and the session database "
-                       f"(--store URL or ${STORE_ENV})")
+                       f"(--store URL or ${STORE_ENV})",
+                       **described("Copy sessions between JSONL files and the session database (docs/storage.md).",
+                                   "picontext --store postgresql:///picontext store import *.jsonl",
+                                   "picontext --store postgresql:///picontext store export 01a22be0 > s.jsonl"))
     ssub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
-    ip = ssub.add_parser("import", help="store session files in the database, byte for byte")
-    ip.add_argument("files", nargs="+", metavar="FILE")
+    ip = ssub.add_parser("import", help="store session files in the database, byte for byte",
+                         **described("Store session files in the database, byte for byte.",
+                                     "picontext --store postgresql:///picontext store import s1.jsonl s2.jsonl"))
+    ip.add_argument("files", nargs="+", metavar="FILE", help="session files (.jsonl)")
     ip.set_defaults(handler=cmd_import)
-    ep = ssub.add_parser("export", help="write a stored session to stdout as its JSONL file")
+    ep = ssub.add_parser("export", help="write a stored session to stdout as its JSONL file",
+                         **described("Write a stored session to stdout as its JSONL file (readable by Pi).",
+                                     "picontext --store postgresql:///picontext store export 01a22be0 > s.jsonl"))
     ep.add_argument("session", metavar="ID", help="session id or a unique prefix")
     ep.set_defaults(handler=cmd_export)
 

@@ -97,13 +97,18 @@ def read_index(real_path: str) -> IndexData | None:
 
 def write_index(real_path: str, data: IndexData) -> None:
     """Atomically (tmp + rename); any failure only costs speed next time."""
+    try:
+        payload = _encoder.encode(data)
+    except (UnicodeEncodeError, msgspec.EncodeError):
+        return  # e.g. a lone surrogate in the first message: msgpack cannot hold it; no index then
     target = index_path(real_path)
-    with contextlib.suppress(OSError):
+    # UnicodeEncodeError: a name or first message with a lone surrogate (valid in a session file)
+    with contextlib.suppress(OSError, UnicodeEncodeError):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:
-                f.write(_encoder.encode(data))
+                f.write(payload)
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(FileNotFoundError):

@@ -32,13 +32,15 @@ class PostgresUnavailable(RuntimeError):
 
 
 def find_bindir() -> str:
-    """The directory holding `initdb`, `pg_ctl` and `postgres` of the newest installed server."""
+    """The directory holding `initdb`, `pg_ctl` and `postgres`: `$PICONTEXT_PG_BINDIR` if set,
+    else the one on PATH, else the newest Debian server under /usr/lib/postgresql."""
     env = os.environ.get("PICONTEXT_PG_BINDIR")
-    candidates = [env] if env else []
-    on_path = shutil.which("initdb")
-    if on_path:
-        candidates.append(os.path.dirname(os.path.realpath(on_path)))
-    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True)
+    if env:  # an explicit choice: only there
+        candidates = [env]
+    else:
+        on_path = shutil.which("initdb")
+        candidates = [os.path.dirname(os.path.realpath(on_path))] if on_path else []
+        candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True)
     for directory in candidates:
         if all(os.access(os.path.join(directory, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres")):
             return directory

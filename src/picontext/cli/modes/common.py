@@ -23,8 +23,8 @@ from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
-from picontext.cli.loading import CappedWarnings, check_regular_file
-from picontext.cli.main import CliError
+from picontext.cli.loading import CappedWarnings, check_regular_file, session_path
+from picontext.cli.main import CliError, looks_like_session_id
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
 
@@ -45,12 +45,13 @@ def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False
     parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
     parser.add_argument("--thinking", choices=THINKING_CHOICES, default=default, help="thinking level")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--session", metavar="FILE", default=default, help="use this session file (created if missing)")
+    where.add_argument("--session", metavar="FILE|ID", default=default,
+                       help="use this session: a file (created if missing) or a session id or unique id prefix")
     where.add_argument("--no-session", action="store_true", default=flag, help="do not save the conversation")
     where.add_argument("-c", "--continue", dest="continue_", action="store_true", default=flag,
                        help="continue the latest session of this directory")
-    where.add_argument("-r", "--resume", action="store_true", default=flag,
-                       help="pick one of the recent sessions of this directory")
+    where.add_argument("-r", "--resume", nargs="?", const=True, metavar="ID", default=flag,
+                       help="pick one of the recent sessions of this directory, or resume the session with this id")
 
 
 def flag(args: argparse.Namespace, name: str) -> Any:
@@ -60,30 +61,38 @@ def flag(args: argparse.Namespace, name: str) -> Any:
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input,
-                 infos: list[Any] | None = None) -> str:
-    """Ask which recent session to resume (numbered list, newest first); returns its path.
+def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
+    """Ask which recent session to resume (an arrow-key list, newest first); returns its path.
     `infos`: the sessions to choose from (default: the session files of `cwd`)."""
+    import asyncio
+
+    from picontext.cli.modes.pickers import choose, session_options
     from picontext.session.listing import list_sessions
 
-    out = stream or sys.stderr
     infos = (list_sessions(cwd) if infos is None else infos)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
-    if not sys.stdin.isatty() and read is input:
-        raise CliError("--resume needs a terminal to pick a session; use --session FILE or -c")
-    for n, info in enumerate(infos, 1):
-        title = " ".join((info.name or info.first_message or "(empty)").split())[:60]
-        print(f"{n:>3}. {info.modified:%Y-%m-%d %H:%M}  {info.message_count:>4} msgs  {title}", file=out)
-    answer = read("Resume which session? [1] ").strip() or "1"
-    if not answer.isdigit() or not 1 <= int(answer) <= len(infos):
-        raise CliError(f"No session number {answer!r}")
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise CliError("--resume needs a terminal to pick a session; use -r ID, --session FILE or -c")
+    answer = asyncio.run(choose("Resume which session?", session_options(infos)))
+    if answer is None:
+        raise CliError("No session picked")
     return infos[int(answer) - 1].path
+
+
+def _resume_word_is_prompt(args: argparse.Namespace) -> None:
+    """`picontext -r fix the bug`: argparse gives `fix` to -r; it is the prompt's first word."""
+    resume = flag(args, "resume")
+    if isinstance(resume, str) and not looks_like_session_id(resume):
+        args.resume = True
+        if hasattr(args, "message"):
+            args.message = [resume, *(args.message or [])]
 
 
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     from picontext.cli.store_cmds import open_stored_manager, store_url
 
+    _resume_word_is_prompt(args)
     url = store_url()
     if url is not None:  # --store URL: the same choices, in the session database
         return open_stored_manager(args, cwd, url)
@@ -91,10 +100,14 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
+        path = session_path(args.session, cwd, create=True)
         # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
-        check_regular_file(args.session, missing_ok=True)
-        return SessionManager.open(args.session, warn=warn)
-    if flag(args, "resume"):
+        check_regular_file(path, missing_ok=True)
+        return SessionManager.open(path, warn=warn)
+    resume = flag(args, "resume")
+    if isinstance(resume, str):
+        return SessionManager.open(session_path(resume, cwd), warn=warn)
+    if resume:
         return SessionManager.open(pick_session(cwd), warn=warn)
     if flag(args, "continue_"):
         return SessionManager.continue_recent(cwd, warn=warn)
@@ -140,12 +153,16 @@ def build_session(args: argparse.Namespace, cwd: str | None = None) -> tuple[Age
     manager = open_manager(args, cwd)
     model = resolve_model(args, catalog, manager)
     require_api_key(model["provider"], model=model)
+    return session_for(manager, model, cwd, flag(args, "thinking")), catalog
+
+
+def session_for(manager: SessionManager, model: Model, cwd: str, thinking: Any = None) -> AgentSession:
+    """The CLI's AgentSession over `manager`: the coding tools in `cwd` and the default prompt."""
     tools = coding_tools(cwd)
     # The CLI agent can see its own context use, ask for a compaction (limited) and recall what a
     # compaction or an edit removed (issue 4 §4); library users opt in with context_tools=True.
-    session = AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
-                           thinking_level=flag(args, "thinking"), settings=load_settings(cwd), context_tools=True)
-    return session, catalog
+    return AgentSession(manager, model=model, tools=tools, system_prompt=default_system_prompt(cwd, tools),
+                        thinking_level=thinking, settings=load_settings(cwd), context_tools=True)
 
 
 # -- the controller --------------------------------------------------------------------------------
@@ -207,12 +224,25 @@ class Controller:
             return (None, window, 0.0)
         return (usage.tokens, usage.context_window, usage.percent)
 
+    def estimated_percent(self) -> float | None:
+        """chars/4 estimate of the context now (what the footer shows until a reply reports usage)."""
+        from picontext.compaction.tokens import estimate_messages_tokens
+
+        window = int(self.model.get("contextWindow") or 0)
+        return estimate_messages_tokens(self.session.messages) / window * 100 if window > 0 else None
+
     def footer(self) -> str:
+        """`provider/model  37.0%/200k (auto)`; right after a compaction, before a reply reports
+        usage, the chars/4 estimate marked `~` (`~4.2%/200k`) where Pi shows `?`."""
         _, window, percent = self.context_usage()
         usage = format_usage(percent, window, self.auto_compaction_enabled)
         measured = self.session.get_context_usage()
         if measured is not None and measured.estimated and percent is not None:
             usage = "~" + usage  # the server reported no usage: a chars/4 estimate
+        if percent is None:
+            estimate = self.estimated_percent()
+            if estimate is not None:
+                usage = "~" + format_usage(estimate, window, self.auto_compaction_enabled)
         return f"{self.model['provider']}/{self.model['id']}  {usage}"
 
     def state(self) -> dict[str, Any]:

@@ -1,13 +1,14 @@
-"""`picontext` / `picontext chat`: the interactive chat in a terminal.
+"""`picontext` / `picontext chat [PROMPT]`: the interactive chat in a terminal.
 
-prompt_toolkit reads the input (history, a bottom toolbar with the footer); rich renders the reply
-as Markdown while it streams, tool calls as one line each, a spinner while the context is being
-compacted, and a footer line after every run: `provider/model  37.0%/200k (auto)` (spec 03 §7;
-`?` right after a compaction, until the next reply reports usage).
+prompt_toolkit reads the input (history, Tab completion of slash commands and models, a bottom
+toolbar with the footer); while the model works, the keys typed are read raw (typeahead.py) and
+the reply, tool calls and spinners are drawn by reply_view.py. After every run a footer line:
+`provider/model  37.0%/200k (auto)` (spec 03 §7), `~4.2%/200k` (the estimate) right after a
+compaction until the next reply reports usage.
 
-Slash commands: /compact [instructions], /tree [ID], /fork [ID], /model [provider/id],
-/thinking [level], /name [NAME], /session, /help, /quit. Ctrl+C aborts a running reply (or
-compaction); at the prompt it clears the line; Ctrl+D (or /quit) leaves.
+Ctrl+C at the prompt clears the line; on an empty line, twice within two seconds leaves (Ctrl+D
+and /exit too). While the model works, Esc (or Ctrl+C) aborts, Enter queues the typed text as a
+steering message and Alt+Enter as a follow-up.
 """
 
 from __future__ import annotations
@@ -18,40 +19,80 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
-from rich.console import Console, Group
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.status import Status
+from prompt_toolkit.key_binding import KeyBindings
+from rich.console import Console
 from rich.text import Text
 
 from picontext.agent.session import SessionBusyError
-from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import content_text
 from picontext.cli import render
+from picontext.cli.loading import session_path
 from picontext.cli.main import CliError
-from picontext.cli.modes.common import THINKING_CHOICES, Controller, add_session_flags, build_session
+from picontext.cli.modes.common import (
+    THINKING_CHOICES,
+    Controller,
+    add_session_flags,
+    build_session,
+    flag,
+    session_for,
+)
+from picontext.cli.modes.pickers import TreePicker, choose, session_options, tree_rows
+from picontext.cli.modes.reply_view import ReplyView, short_args
+from picontext.cli.modes.transcript import redraw
+from picontext.cli.modes.typeahead import TypeAhead
 from picontext.errors import PicontextError
+from picontext.session.manager import SessionManager
 
-HELP = """\
-/compact [instructions]   summarize the old part of the conversation now
-/tree [ID]                go to another point of the conversation (optionally summarizing the branch left)
-/fork [ID]                continue in a new session file holding the path to ID (default: here)
-/model [provider/id]      show or change the model
-/thinking [level]         show or change the thinking level (off minimal low medium high xhigh)
-/name [NAME]              show or set the session's name
-/session                  session file, id, entries, tokens and cost
-/quit                     leave (Ctrl+D too); Ctrl+C aborts a running reply"""
+__all__ = ["ChatUI", "ReplyView", "cmd_chat", "session_info", "short_args", "usage_style"]
 
-_SHOWN_IN_TREE = frozenset({"message", "compaction", "branch_summary", "custom_message"})
+COMMANDS = {
+    "compact": ("[instructions]", "summarize the old part of the conversation now"),
+    "tree": ("[ID]", "go to another point of the conversation (optionally summarizing the branch left)"),
+    "fork": ("[ID]", "continue in a new session file holding the path to ID (default: here)"),
+    "new": ("", "start a new session (this one stays on disk)"),
+    "resume": ("[ID]", "switch to another session of this directory (a list, or by id prefix)"),
+    "model": ("[provider/id]", "show or change the model (Tab completes)"),
+    "thinking": ("[level]", "show or change the thinking level (off minimal low medium high xhigh)"),
+    "name": ("[NAME]", "show or set the session's name"),
+    "session": ("", "session file, id, entries, tokens and cost"),
+    "context": ("", "where the context window goes: system prompt, tools, summaries, messages, free"),
+    "help": ("", "this list"),
+    "exit": ("", "leave (also /quit, Ctrl+D, or Ctrl+C twice on an empty line)"),
+}
+ALIASES = {"quit": "exit", "q": "exit"}
+KEYS = """\
+While the model works: Esc aborts · Enter queues the typed text as a steering message ·
+Alt+Enter queues it as a follow-up · Ctrl+O shows the last collapsed output in full.
+At the prompt: Tab completes · Ctrl+O expands the last collapsed output · Ctrl+C clears the line."""
+
+
+def help_text() -> str:
+    rows = [f"/{name} {args}".ljust(26) + text for name, (args, text) in COMMANDS.items()]
+    return "\n".join(rows) + "\n\n" + KEYS
+
+
+HELP = help_text()
+_EXIT_WINDOW = 2.0  # seconds between two Ctrl+C on an empty line that leave the chat
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("chat", help="interactive chat in the terminal (also `picontext` without a command)")
+    p = sub.add_parser(
+        "chat", help="interactive chat in the terminal (also `picontext` without a command)",
+        description="The interactive chat. `picontext PROMPT` is the same as `picontext chat PROMPT`; a prompt "
+        "that starts with a command name goes after `--` or `chat`.",
+        epilog='examples:\n  picontext "fix the failing test in app.py"\n  picontext -c\n'
+        "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
     add_session_flags(p)
     p.set_defaults(handler=cmd_chat)
 
@@ -59,8 +100,12 @@ def register(sub: Any) -> None:
 def cmd_chat(args: argparse.Namespace) -> int:
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise CliError('The chat needs a terminal: use picontext -p "prompt" (print mode) or picontext rpc')
-    session, catalog = build_session(args, os.getcwd())
-    asyncio.run(ChatUI(Controller(session, catalog)).run())
+    cwd = os.getcwd()
+    session, catalog = build_session(args, cwd)
+    first = " ".join(getattr(args, "message", None) or []).strip()
+    reopened = bool(flag(args, "continue_") or flag(args, "resume") or flag(args, "session"))
+    ui = ChatUI(Controller(session, catalog), cwd=cwd, thinking=flag(args, "thinking"))
+    asyncio.run(ui.run(first or None, redraw_history=reopened))
     return 0
 
 
@@ -72,165 +117,143 @@ def usage_style(percent: float | None) -> str:
     return "dim"
 
 
-class ReplyView:
-    """Renders the session's events as they come (one Live region per streamed reply)."""
+class SlashCompleter(Completer):
+    """Slash commands, then models after `/model `."""
 
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._live: Live | None = None
-        self._status: Status | None = None
-        self._text = ""
-        self._thinking = ""
-        self.failures = 0  # compaction failures shown so far
+    def __init__(self, models: Callable[[], list[str]]) -> None:
+        self.models = models
 
-    # streamed reply
-    def _renderable(self) -> Any:
-        parts: list[Any] = []
-        if self._thinking.strip():
-            parts.append(Text(self._thinking.strip(), style="dim italic"))
-        if self._text:
-            parts.append(Markdown(self._text))
-        return Group(*parts)
-
-    def _update(self) -> None:
-        if not self.console.is_terminal:
-            return  # no live region in a pipe or file: the reply is printed once, when it ends
-        if self._live is None:
-            self._live = Live(self._renderable(), console=self.console, refresh_per_second=10,
-                              vertical_overflow="visible")
-            self._live.start()
-        else:
-            self._live.update(self._renderable())
-
-    def _close(self) -> None:
-        if self._live is not None:
-            self._live.update(self._renderable(), refresh=True)
-            self._live.stop()
-            self._live = None
-        elif self._text or self._thinking.strip():
-            self.console.print(self._renderable())
-        self._text = self._thinking = ""
-
-    def spinner(self, message: str) -> None:
-        self._close()
-        self.stop_spinner()
-        self._status = self.console.status(Text(message, style="bold magenta"), spinner="dots")
-        self._status.start()
-
-    def stop_spinner(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
-
-    def line(self, text: str, style: str = "") -> None:
-        self._close()
-        self.console.print(Text(text, style=style))
-
-    def close(self) -> None:
-        self._close()
-        self.stop_spinner()
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "message_update":
-            inner = event["assistantMessageEvent"]
-            if inner["type"] == "text_delta":
-                self._text += inner["delta"]
-                self._update()
-            elif inner["type"] == "thinking_delta":
-                self._thinking += inner["delta"]
-                self._update()
-        elif kind == "message_end" and event["message"].get("role") == "assistant":
-            self._close()
-            message = event["message"]
-            if message.get("stopReason") == "error":
-                error = render.short(message.get("errorMessage") or "the model returned an error", 200)
-                if is_context_overflow(message):
-                    self.line(f"The context overflowed the model's window ({error})", "yellow")
-                else:
-                    self.line(f"Error: {error}", "bold red")
-            elif message.get("stopReason") == "aborted":
-                self.line("(aborted)", "yellow")
-        elif kind == "tool_execution_start":
-            self.line(f"▸ {event['toolName']} {_short_args(event.get('args') or {})}", "cyan")
-        elif kind == "tool_execution_end":
-            result = event.get("result") or {}
-            first = render.short(content_text(result.get("content")) or "", 100)
-            if event.get("isError"):
-                self.line(f"  ✗ {first}", "red")
-            else:
-                self.line(f"  ✓ {first}" if first else "  ✓", "dim")
-        elif kind == "compaction_start":
-            why = {"manual": "", "threshold": " (context over the threshold)",
-                   "overflow": " (the context overflowed)"}.get(event.get("reason", ""), "")
-            self.spinner(f"Compacting context{why}…")
-        elif kind == "compaction_end":
-            self.stop_spinner()
-            result = event.get("result")
-            if event.get("aborted"):
-                self.line("Compaction cancelled", "yellow")
-            elif result is None:
-                self.failures += 1
-                self.line(f"Compaction failed: {event.get('errorMessage') or 'unknown error'}", "bold red")
-            else:
-                before = event.get("tokensBefore", result.get("tokensBefore"))
-                after = event.get("tokensAfter", result.get("estimatedTokensAfter"))
-                numbers = f": {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
-                    else ""
-                again = "; retrying the request" if event.get("willRetry") else ""
-                self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again}", "bold magenta")
-        elif kind == "compaction_skipped":
-            self.line(str(event.get("message") or "Compaction skipped"), "yellow")
-        elif kind == "compaction_background_start":
-            self.line("compacting in background…", "dim magenta")
-        elif kind == "compaction_background_discarded":
-            self.line(f"background summary discarded ({event.get('reason')}); compacting the usual way when due",
-                      "yellow")
-        elif kind == "auto_retry_start":
-            delay = (event.get("delayMs") or 0) / 1000
-            self.line(f"Retrying in {delay:.1f}s (attempt {event.get('attempt')}/{event.get('maxAttempts')}): "
-                      f"{event.get('errorMessage')}", "yellow")
-        elif kind == "auto_retry_end" and not event.get("success"):
-            self.line(f"Giving up after {event.get('attempt')} attempts: {event.get('finalError')}", "red")
-
-
-def _short_args(args: dict[str, Any]) -> str:
-    parts = []
-    for key, value in args.items():
-        shown = render.short(value, 60) if isinstance(value, str) else render.short(repr(value), 40)
-        if isinstance(value, str) and "\n" in value:
-            shown = f"<{len(value.splitlines())} lines>"
-        parts.append(f"{key}={shown}")
-    return render.short(" ".join(parts), 160)
+    def get_completions(self, document: Document, complete_event: Any) -> Any:
+        text = document.text_before_cursor
+        if not text.startswith("/"):
+            return
+        if " " not in text:
+            for name, (_args, about) in COMMANDS.items():
+                if name.startswith(text[1:]):
+                    yield Completion(f"/{name}", start_position=-len(text), display_meta=about)
+            return
+        name, _, rest = text[1:].partition(" ")
+        if name == "model":
+            for ref in self.models():
+                if ref.startswith(rest.strip()):
+                    yield Completion(ref, start_position=-len(rest.lstrip()))
+        elif name == "thinking":
+            for level in THINKING_CHOICES:
+                if level.startswith(rest.strip()):
+                    yield Completion(level, start_position=-len(rest.lstrip()))
 
 
 class ChatUI:
-    """The read-eval-print loop; one prompt or command at a time."""
+    """The read-eval-print loop; one prompt or command at a time, typed-ahead messages queued."""
 
-    def __init__(self, controller: Controller, console: Console | None = None) -> None:
-        self.c = controller
-        self.console = console or Console(highlight=False)
+    def __init__(self, controller: Controller, console: Console | None = None, *, cwd: str | None = None,
+                 thinking: Any = None) -> None:
+        # session text (replies, tool output) is untrusted: its control characters are made visible
+        self.console = console or render.SafeConsole(highlight=False)
+        self.cwd = cwd or os.getcwd()
+        self.thinking = thinking
         self.view = ReplyView(self.console)
-        self.c.subscribe(self.view)
-        self.c.subscribe(self._give_back_cancelled_prompt)
-        self.input: PromptSession[str] = PromptSession(history=InMemoryHistory())
+        self.view.hints = True
+        self.view.server_url = lambda: self.c.model.get("baseUrl")
+        self.c = controller
+        self._attach(controller)
+        self.input: PromptSession[str] = PromptSession(
+            history=InMemoryHistory(), completer=SlashCompleter(self._model_refs), complete_while_typing=False,
+            key_bindings=self._prompt_keys())
         self.editor_text = ""
         self._abort_task: asyncio.Task[None] | None = None
+        self._last_interrupt = 0.0
+        self._hint = ""
+        self._queued: list[str] = []  # typed-ahead messages not yet seen as user messages
+        self.typeahead = TypeAhead(on_abort=self._abort, on_send=self._queue, on_change=self._typed,
+                                   on_expand=self.view.expand)
+
+    def _attach(self, controller: Controller) -> None:
+        self.c = controller
+        controller.subscribe(self.view)
+        controller.subscribe(self._give_back_cancelled_prompt)
+        controller.subscribe(self._show_delivered)
+
+    def _model_refs(self) -> list[str]:
+        return [f"{m['provider']}/{m['id']}" for m in self.c.catalog.all()]
+
+    def _prompt_keys(self) -> KeyBindings:
+        keys = KeyBindings()
+
+        @keys.add("c-c")
+        def _(event: Any) -> None:
+            buffer = event.app.current_buffer
+            if buffer.text:
+                buffer.reset()
+                self._hint = ""
+                return
+            now = time.monotonic()
+            if now - self._last_interrupt < _EXIT_WINDOW:
+                event.app.exit(exception=EOFError())
+                return
+            self._last_interrupt = now
+            self._hint = "Press Ctrl+C again to exit"
+            event.app.invalidate()
+
+        @keys.add("c-o")
+        def _(event: Any) -> None:
+            run_in_terminal(self.view.expand)
+
+        return keys
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _give_back_cancelled_prompt(self, event: dict[str, Any]) -> None:
-        """A prompt aborted before it was sent (Ctrl+C during the pre-prompt compaction) goes back
+        """A prompt aborted before it was sent (Esc during the pre-prompt compaction) goes back
         into the editor instead of being lost."""
         if event.get("type") == "prompt_cancelled":
             texts = [content_text(m.get("content")) for m in event.get("messages") or [] if m.get("role") == "user"]
-            self.editor_text = "\n".join(t for t in texts if t)
+            self.editor_text = "\n".join(t for t in [*texts, self.editor_text] if t)
             if self.editor_text:
                 self.view.line("The prompt was not sent; it is back in the editor.", "yellow")
 
+    def _show_delivered(self, event: dict[str, Any]) -> None:
+        """A queued message, once the agent takes it, appears where it joins the conversation."""
+        if event.get("type") != "message_end" or event["message"].get("role") != "user":
+            return
+        text = content_text(event["message"].get("content"))
+        if text in self._queued:
+            self._queued.remove(text)
+            self.view.line(Text("> ", style="bold cyan") + Text(text))
+
+    def _abort(self) -> None:
+        if self._abort_task is not None and not self._abort_task.done():
+            return
+        self.view.line("Aborting…", "yellow")
+        for name in ("abort_compaction", "abort_branch_summary"):
+            method = getattr(self.c.session, name, None)
+            if method is not None:
+                with contextlib.suppress(Exception):
+                    method()
+        self._abort_task = asyncio.get_running_loop().create_task(self.c.session.abort())
+
+    def _queue(self, mode: str, text: str) -> bool:
+        if text.startswith("/"):  # a command is not a message: it waits in the editor for the prompt
+            self.view.line(f"{text.split()[0]} runs once the model is done (Esc aborts); it stays in the editor",
+                           "yellow")
+            return False
+        self._queued.append(text)
+        what = "steering message (after the current tool calls)" if mode == "steer" else \
+            "follow-up (when the agent is done)"
+        self.view.line(Text(f"⏎ queued {what}: ", style="cyan") + Text(text))
+        send = self.c.session.steer if mode == "steer" else self.c.session.follow_up
+        asyncio.get_running_loop().create_task(send(text))
+        return True
+
+    def _typed(self, text: str) -> None:
+        self.view.typed = text
+        self.view.refresh()
+
     def toolbar(self) -> Any:
-        state = "  compacting…" if self.c.is_compacting else ""
-        return f" {self.c.footer()}{state}   /help for commands"
+        if self._hint and time.monotonic() - self._last_interrupt < _EXIT_WINDOW:
+            return f" {self._hint}"
+        self._hint = ""
+        return f" {self.c.footer()}   /help for commands"
 
     def footer_line(self) -> None:
         _, _, percent = self.c.context_usage()
@@ -243,29 +266,25 @@ class ChatUI:
             return None
 
     @contextlib.contextmanager
-    def _ctrl_c_aborts(self) -> Iterator[None]:
+    def working(self) -> Iterator[None]:
+        """While the model works: the live region, keys read raw, Ctrl+C as a signal aborts too."""
         loop = asyncio.get_running_loop()
-
-        def abort() -> None:
-            self.view.line("Aborting…", "yellow")
-            for name in ("abort_compaction", "abort_branch_summary"):
-                method = getattr(self.c.session, name, None)
-                if method is not None:
-                    with contextlib.suppress(Exception):
-                        method()
-            self._abort_task = loop.create_task(self.c.session.abort())
-
         installed = True
         try:
-            loop.add_signal_handler(signal.SIGINT, abort)
+            loop.add_signal_handler(signal.SIGINT, self._abort)
         except (NotImplementedError, RuntimeError):
             installed = False
+        self.view.start()
         try:
-            yield
+            with self.typeahead.active():
+                yield
         finally:
             if installed:
                 loop.remove_signal_handler(signal.SIGINT)
-            self.view.close()
+            self.view.stop()
+            left = self.typeahead.take().strip()
+            if left:  # typed and never sent: back in the editor
+                self.editor_text = f"{self.editor_text}\n{left}".strip() if self.editor_text else left
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -275,11 +294,19 @@ class ChatUI:
         self.console.print(Text("picontext", style="bold") + Text(f"  {self.c.model['provider']}/{self.c.model['id']}"
                                                                   f"  session: {where}", style="dim"))
         self.console.print(Text("Type a message; /help for commands, Ctrl+D to leave.", style="dim"))
+
+    def show_history(self) -> None:
         if self.c.session.messages:
+            redraw(self.console, [e for e in self.c.manager.get_branch() if isinstance(e, dict)])
             self.footer_line()
 
-    async def run(self) -> None:
+    async def run(self, first: str | None = None, *, redraw_history: bool = False) -> None:
         self.banner()
+        if redraw_history:
+            self.show_history()
+        if first:
+            self.console.print(Text("> ", style="bold cyan") + Text(first))
+            await self.send(first)
         while True:
             try:
                 text = await self.input.prompt_async("> ", default=self.editor_text, bottom_toolbar=self.toolbar)
@@ -289,6 +316,7 @@ class ChatUI:
             except EOFError:
                 break
             self.editor_text = ""
+            self._hint = ""
             text = text.strip()
             if not text:
                 continue
@@ -302,31 +330,38 @@ class ChatUI:
             self.console.print(Text(f"Session saved: {m.get_session_file()}", style="dim"))
 
     async def send(self, text: str) -> None:
-        with self._ctrl_c_aborts():
+        with self.working():
             try:
                 await self.c.session.prompt(text)
             except (SessionBusyError, PicontextError, CliError) as exc:
                 self.view.line(str(exc), "bold red")
+        await self._unsent_back_to_editor()
         self.footer_line()
+
+    async def _unsent_back_to_editor(self) -> None:
+        """Messages queued during a reply that was aborted are not sent later by surprise: they
+        go back into the editor, after anything typed there."""
+        if self.c.session.is_streaming or not self.c.session.has_queued_messages():
+            return
+        steering, follow_up = await self.c.session.clear_queue()
+        texts = [*steering, *follow_up]
+        self._queued = [t for t in self._queued if t not in texts]
+        self.editor_text = "\n".join(t for t in [self.editor_text, *texts] if t)
+        self.view.line("Queued messages not sent are back in the editor.", "yellow")
 
     # -- slash commands ------------------------------------------------------------------------
 
     async def command(self, line: str) -> bool:
         """Run one slash command; False = leave the chat."""
         name, _, rest = line[1:].partition(" ")
+        name = ALIASES.get(name, name)
         rest = rest.strip()
-        handler = {
-            "quit": None, "exit": None, "q": None,
-            "help": self.cmd_help, "compact": self.cmd_compact, "tree": self.cmd_tree, "fork": self.cmd_fork,
-            "model": self.cmd_model, "thinking": self.cmd_thinking, "name": self.cmd_name,
-            "session": self.cmd_session,
-        }
-        if name not in handler:
+        if name == "exit":
+            return False
+        command = getattr(self, f"cmd_{name}", None) if name in COMMANDS else None
+        if command is None:
             self.view.line(f"Unknown command /{name}; /help lists them", "red")
             return True
-        command = handler[name]
-        if command is None:
-            return False
         try:
             await command(rest)
         except (CliError, PicontextError, ValueError) as exc:
@@ -338,7 +373,7 @@ class ChatUI:
 
     async def cmd_compact(self, instructions: str) -> None:
         shown = self.view.failures
-        with self._ctrl_c_aborts():
+        with self.working():
             try:
                 await self.c.compact(instructions or None)
             except (CliError, PicontextError, RuntimeError) as exc:
@@ -346,50 +381,59 @@ class ChatUI:
                     self.view.line(str(exc), "bold red")
         self.footer_line()
 
-    def tree_rows(self) -> list[tuple[str, str, bool, bool]]:
-        """(id, text, on the current path, is the leaf) for every entry worth picking, in tree order."""
-        m = self.c.manager
-        leaf = m.get_leaf_id()
-        on_path = {e.get("id") for e in m.get_branch()}
-        rows: list[tuple[str, str, bool, bool]] = []
-        stack = [(node, 0) for node in reversed(m.get_tree())]
-        while stack:
-            node, depth = stack.pop()
-            entry = node.entry
-            shown = isinstance(entry, dict) and entry.get("type") in _SHOWN_IN_TREE
-            if shown and not (entry.get("type") == "message" and entry["message"].get("role") == "system"):
-                label = f" [{node.label}]" if node.label else ""
-                indent = "  " * min(depth, 8)
-                text = f"{indent}{render.entry_summary(entry, 80)}{label}"
-                rows.append((entry["id"], text, entry["id"] in on_path, entry["id"] == leaf))
-            branching = len(node.children) > 1
-            for child in reversed(node.children):
-                stack.append((child, depth + 1 if branching else depth))
-        return rows
+    # sessions
+    def _switch(self, manager: SessionManager) -> None:
+        old = self.c
+        session = session_for(manager, old.model, self.cwd, self.thinking)
+        self._attach(Controller(session, old.catalog))
+
+    async def cmd_new(self, _: str) -> None:
+        self._switch(SessionManager.create(self.cwd) if self.c.manager.is_persisted()
+                     else SessionManager.in_memory(self.cwd))
+        self.view.line("New session", "green")
+        self.footer_line()
+
+    async def cmd_resume(self, arg: str) -> None:
+        from picontext.session.listing import list_sessions
+
+        if arg:
+            path = session_path(arg.split()[0], self.cwd)
+        else:
+            current = self.c.manager.get_session_file()
+            infos = [i for i in list_sessions(self.cwd) if i.path != current][:20]
+            if not infos:
+                self.view.line(f"No other sessions for {self.cwd}", "dim")
+                return
+            answer = await choose("Resume which session?", session_options(infos))
+            if answer is None:
+                return
+            path = infos[int(answer) - 1].path
+        self._switch(SessionManager.open(path))
+        self.view.line(f"Resumed {path}", "green")
+        self.show_history()
 
     async def cmd_tree(self, arg: str) -> None:
         target = arg.split()[0] if arg else None
         if target is None:
-            rows = self.tree_rows()
+            rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
             if not rows:
                 self.view.line("The session is empty", "dim")
                 return
-            for n, (entry_id, text, current, leaf) in enumerate(rows, 1):
-                mark = "  ◀ you are here" if leaf else ""
-                self.console.print(Text(f"{n:>3} {entry_id[:8]} {text}{mark}",
-                                        style="bold" if current else "dim"))
-            answer = await self.ask("Go to entry # or id (Enter = stay): ")
-            if not answer or not answer.strip():
-                return
-            answer = answer.strip()
-            if answer.isdigit() and 1 <= int(answer) <= len(rows):
-                target = rows[int(answer) - 1][0]
-            else:
-                matches = [r[0] for r in rows if r[0].startswith(answer)]
-                if len(matches) != 1:
-                    self.view.line(f"No single entry matches {answer!r}", "red")
+            selected: str | None = None
+            while True:
+                picker = TreePicker(rows, height=max(8, self.console.height - 6))
+                if selected is not None:
+                    picker.selected = selected
+                target = await picker.run()
+                if target is None:
                     return
-                target = matches[0]
+                if picker.action != "label":
+                    break
+                label = await self.ask(f"Label for {target[:8]} (empty clears it): ")
+                if label is not None:
+                    self.c.manager.append_label_change(target, label.strip() or None)
+                selected = target
+                rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
         if self.c.manager.get_entry(target) is None:
             matches = [e["id"] for e in self.c.manager.get_entries() if str(e.get("id", "")).startswith(target)]
             if len(matches) != 1:
@@ -398,17 +442,17 @@ class ChatUI:
         if target == self.c.manager.get_leaf_id():
             self.view.line("Already at this point", "dim")
             return
-        choice = await self.ask("Summarize the branch you leave? [n]o / [y]es / [c]ustom instructions: ", "n")
+        choice = await choose("Summarize the branch you leave?", [
+            ("n", "No summary"), ("y", "Summarize it"), ("c", "Summarize it with instructions")])
         if choice is None:
             return
-        choice = choice.strip().lower()[:1] or "n"
         instructions = None
         if choice == "c":
             instructions = await self.ask("Summary instructions: ")
             if instructions is None:
                 return
         summarize = choice in ("y", "c")
-        with self._ctrl_c_aborts():
+        with self.working():
             if summarize:
                 self.view.spinner("Summarizing the branch…")
             try:
@@ -432,8 +476,14 @@ class ChatUI:
 
     async def cmd_model(self, arg: str) -> None:
         if not arg:
-            self.view.line(f"Model: {self.c.model['provider']}/{self.c.model['id']} "
-                           f"(window {self.c.model.get('contextWindow')}); /model provider/id to change it")
+            current = (self.c.model["provider"], self.c.model["id"])
+            usable = [m for m in self.c.catalog.all() if _has_key(m)]
+            self.view.line(f"Models with a key ({len(usable)}; /model provider/id to change, Tab completes):", "bold")
+            for m in sorted(usable, key=lambda m: (m["provider"], m["id"])):
+                mark = "●" if (m["provider"], m["id"]) == current else " "
+                window = m.get("contextWindow") or 0
+                self.console.print(Text(f" {mark} {m['provider']}/{m['id']}", style="bold" if mark == "●" else "")
+                                   + Text(f"  {window:,} tokens", style="dim"))
             return
         model = self.c.set_model(arg)
         self.view.line(f"Model: {model['provider']}/{model['id']}", "green")
@@ -453,11 +503,43 @@ class ChatUI:
 
     async def cmd_session(self, _: str) -> None:
         m = self.c.manager
-        info = session_info(self.c)
-        for key, value in info.items():
-            self.console.print(Text(f"{key:>14}: ", style="dim") + Text(str(value)))
+        for key, value in format_session_info(session_info(self.c)):
+            self.console.print(Text(f"{key:>14}: ", style="dim") + Text(value))
         if not m.is_persisted():
             self.view.line("(not saved: --no-session)", "dim")
+
+    async def cmd_context(self, _: str) -> None:
+        from picontext.cli.modes.context_view import show
+
+        show(self.console, self.c)
+
+
+def _has_key(model: Any) -> bool:
+    from picontext.ai.auth import require_api_key
+
+    try:
+        require_api_key(model["provider"], model=model)
+    except PicontextError:
+        return False
+    return True
+
+
+def format_session_info(info: dict[str, Any]) -> list[tuple[str, str]]:
+    """/session's lines: numbers with separators, cost in dollars, no Python reprs."""
+    tokens = info.get("tokens") or {}
+    names = {"input": "input", "output": "output", "cacheRead": "cache read", "cacheWrite": "cache write"}
+    return [
+        ("file", str(info.get("file") or "(not saved)")),
+        ("id", str(info.get("id"))),
+        ("name", str(info.get("name") or "(none)")),
+        ("model", str(info.get("model"))),
+        ("entries", f"{info.get('entries', 0):,}"),
+        ("messages", f"{info.get('messages', 0):,}"),
+        ("compactions", f"{info.get('compactions', 0):,}"),
+        ("tokens", " · ".join(f"{label} {int(tokens.get(key, 0)):,}" for key, label in names.items())),
+        ("cost", f"${float(info.get('cost') or 0):.4f}"),
+        ("context", str(info.get("context"))),
+    ]
 
 
 def session_info(c: Controller) -> dict[str, Any]:

@@ -51,6 +51,11 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
 
 
+def _configure(conn: Any) -> None:
+    # Listing turns stored times into timestamps in SQL; UTC makes them what the file listing gives.
+    conn.execute("SET TIME ZONE 'UTC'")
+
+
 class Database:
     """One database URL: a small pool, opened lazily, schema migrated once per process."""
 
@@ -66,7 +71,7 @@ class Database:
 
     def _new_pool(self) -> ConnectionPool:
         return ConnectionPool(self.url, min_size=0, max_size=self.max_size, timeout=self.timeout, open=False,
-                              check=self._check,
+                              check=self._check, configure=_configure,
                               kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))})
 
     def _check(self, conn: Any) -> None:

@@ -3,43 +3,44 @@ facts are kept current by every append), never the lines themselves."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from picontext.errors import SessionError
 from picontext.session import paths
 from picontext.session.listing import SessionInfo
 from picontext.session.postgres.database import Database
 from picontext.session.postgres.store import fact_text
 
-_COLUMNS = ("id, cwd, name, parent_session, created_ms, extract(epoch FROM updated_at) * 1000, message_count,"
-            " entry_count, size, first_message, last_activity_ms")
+# Times become timestamps in SQL (converted by the driver in C): listing 10,000 sessions is one
+# query and no per-row Python date arithmetic. Out-of-range times (outside years 1..9999) count as
+# absent, as they cannot be Python datetimes.
+_IN_RANGE = "BETWEEN -62135596800000 AND 253402300799000"
+_QUERY = f"""
+SELECT id, cwd, name, parent_session, created, coalesce(activity, created, updated_at) AS modified,
+       message_count, entry_count, size, first_message
+FROM (SELECT s.*,
+             CASE WHEN created_ms {_IN_RANGE} THEN to_timestamp(created_ms / 1000) END AS created,
+             CASE WHEN last_activity_ms > 0 AND last_activity_ms {_IN_RANGE}
+                  THEN to_timestamp(last_activity_ms / 1000) END AS activity
+      FROM picontext_session s {{where}}) q
+ORDER BY modified DESC
+"""
 
 
 class SessionNotFound(SessionError):
     pass
 
 
-def _dt(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _info(db: Database, row: tuple) -> SessionInfo:
-    (session_id, cwd, name, parent, created_ms, updated_ms, messages, entries, size, first, activity) = row
-    created = _dt(created_ms) if created_ms == created_ms and created_ms is not None else None
-    modified = _dt(activity) if activity > 0 else created if created is not None else _dt(float(updated_ms))
-    return SessionInfo(path=f"{db.display}#{session_id}", id=session_id, cwd=cwd, name=fact_text(name),
-                       parent_session_path=parent, created=created, modified=modified, message_count=messages,
-                       entry_count=entries, size=size, first_message=fact_text(first) or "(no messages)")
-
-
 def list_sessions(db: Database, cwd: str | None = None) -> list[SessionInfo]:
     """Sessions (of one working directory, or all), newest activity first."""
     where, params = ("WHERE cwd = %s", (paths.resolve_path(cwd),)) if cwd is not None else ("", ())
     with db.connection() as conn:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM picontext_session {where}", params).fetchall()
-    infos = [_info(db, r) for r in rows]
-    infos.sort(key=lambda i: i.modified, reverse=True)
-    return infos
+        rows = conn.execute(_QUERY.format(where=where), params).fetchall()
+    prefix = f"{db.display}#"
+    return [
+        SessionInfo(path=prefix + sid, id=sid, cwd=cwd_, name=fact_text(name), parent_session_path=parent,
+                    created=created, modified=modified, message_count=messages, entry_count=entries, size=size,
+                    first_message=fact_text(first) or "(no messages)")
+        for (sid, cwd_, name, parent, created, modified, messages, entries, size, first) in rows
+    ]
 
 
 def resolve_session(db: Database, prefix: str) -> str:

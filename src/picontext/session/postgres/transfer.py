@@ -13,7 +13,7 @@ from typing import Any
 from picontext import _json
 from picontext.errors import SessionFormatError
 from picontext.session.postgres.database import Database
-from picontext.session.postgres.store import Batch, PgSessionStore
+from picontext.session.postgres.store import Batch, PgSessionStore, clean_text
 from picontext.session.protocol import Tail
 from picontext.session.store import _is_js_falsy
 
@@ -44,6 +44,9 @@ def import_bytes(db: Database, data: bytes, *, source: str = "<bytes>") -> tuple
     if header is None or not _header_first(batch):
         raise SessionFormatError(f"Session file is not a valid pi session: {source}", path=source)
     session_id = header["id"]
+    if clean_text(session_id) != session_id or not session_id:
+        raise SessionFormatError(f"Session id {session_id!r} cannot be a database key (empty, NUL or a lone "
+                                 f"surrogate): {source}", path=source)
     store = PgSessionStore(db, session_id)
     return session_id, store.create_lines(batch, ends_with_newline=ends_with_newline)
 
