@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
     c.add_argument("--summarizer", action="append", choices=SUMMARIZERS,
                    help="only these scripted summarizers (repeatable; default all; ignored with --model)")
     c.add_argument("--model", help="live: this model (provider/id) summarizes and answers the probes")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(handler=cmd_eval_compaction)
 
 
