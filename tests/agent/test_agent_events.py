@@ -12,7 +12,9 @@ def test_wire_strings_snapshot() -> None:
     assert AGENT_EVENT_TYPES[len(LOOP_EVENT_TYPES) :] == (
         "agent_settled", "queue_update", "compaction_start", "compaction_end", "entry_appended",
         "auto_retry_start", "auto_retry_end", "thinking_level_changed", "extension_error",
-        "compaction_skipped", "prompt_cancelled",
+        "compaction_skipped", "prompt_cancelled", "summarization_retry_scheduled",
+        "summarization_retry_attempt_start", "summarization_retry_finished",
+        "compaction_background_start", "compaction_background_discarded",
     )  # fmt: skip
     assert HOOK_EVENTS == (
         "context", "tool_call", "tool_result", "session_before_compact", "session_compact",

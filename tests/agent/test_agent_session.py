@@ -169,7 +169,7 @@ async def test_prompt_while_streaming_needs_a_behaviour_and_steering_works(
     release.set()
     await run
     second = server.requests[1].body["messages"]
-    assert second[-1] == {"role": "user", "content": [{"type": "text", "text": "also check README"}]}
+    assert second[-1] == {"role": "user", "content": "also check README"}  # text-only: one string
     queue_updates = [e for e in events if e["type"] == "queue_update"]
     assert queue_updates[0]["steering"] == ["also check README"] and queue_updates[-1]["steering"] == []
 

@@ -252,7 +252,7 @@ async def test_steering_delivered_before_next_request_and_follow_up_at_end(serve
 
     events = await collect("go", ctx2, config(server, get_steering_messages=steer_source))
     assert request_roles(server, 1)[-2:] == ["tool", "user"]
-    assert server.requests[1].body["messages"][-1]["content"] == [{"type": "text", "text": "steer now"}]
+    assert server.requests[1].body["messages"][-1]["content"] == "steer now"  # text-only content: one string
     assert shape(events).count("turn_start") == 2
 
 
@@ -297,7 +297,7 @@ async def test_context_hook_and_tool_call_hook(server: ScriptedModelServer) -> N
     probe = Probe()
     ctx = AgentContext(tools=[probe])
     events = await collect("go", ctx, config(server, hooks=hooks))
-    assert server.requests[0].body["messages"][-1]["content"] == [{"type": "text", "text": "injected"}]
+    assert server.requests[0].body["messages"][-1]["content"] == "injected"
     roles = [m["role"] for m in ctx.messages]
     assert roles == ["system", "user", "assistant", "toolResult", "assistant"]  # the injection is per request only
     assert ctx.messages[3]["content"][0]["text"] == "blocked: read-only" and probe.log == []

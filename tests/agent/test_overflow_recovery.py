@@ -247,3 +247,15 @@ async def test_hooks_from_entry_points(server: ScriptedModelServer, tmp_path: Pa
     await session.prompt("x")
     compaction = next(e for e in file_entries(session) if e["type"] == "compaction")
     assert compaction["summary"] == "PLUGIN SUMMARY" and compaction["fromHook"] is True
+
+
+async def test_length_stop_without_any_usage_is_not_context_pressure(
+    server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    # llama.cpp sends no usage in streams: output 0 < maxTokens is no evidence of truncation.
+    session, events = make(server, tmp_path, max_tokens=100, compaction=SMALL_KEEP)
+    await two_exchanges(session, server)
+    events.clear()
+    server.expect(reply(text("long"), usage=tokens(0, 0), stop="length"))
+    await session.prompt("write")
+    assert "compaction_start" not in types(events) and len(server.requests) == 3

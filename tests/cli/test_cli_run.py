@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from inprocess import run_main
 
-from picontext.testing import ScriptedModelServer, overflow, text, tool_call
+from picontext.testing import ScriptedModelServer, overflow, rate_limit, raw_stream, text, tool_call
 
 
 @pytest.fixture
@@ -133,6 +133,31 @@ def test_unreachable_server_one_line_exit_2(home: Path, tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("picontext: Connection error")
     assert f"is the server at {url}/v1 running?" in lines[0]  # the URL it tried
+
+
+def test_print_mode_announces_each_retry_wait_on_one_stderr_line(
+    server: ScriptedModelServer, home: Path, tmp_path: Path
+) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(rate_limit(retry_after=1), text("after the wait"))
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "after the wait\n"
+    waits = [line for line in result.stderr.splitlines() if "retrying in" in line]
+    assert len(waits) == 1
+    assert waits[0].startswith("picontext: request failed (429 ")
+    assert waits[0].endswith("retrying in 1s (as the server asked, attempt 1/3)")
+
+
+def test_print_mode_reports_a_malformed_server_reply_on_one_line(
+    server: ScriptedModelServer, home: Path, tmp_path: Path
+) -> None:
+    configure(home, server.url + "/v1")
+    server.expect(raw_stream('{"choices":[{"index":0,"delta":{"content":5}}]}'))
+    result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("picontext: Malformed response from 127.0.0.1:") and "stream event 1" in line
 
 
 def user_text(request: Any) -> str:

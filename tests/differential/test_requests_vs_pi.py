@@ -263,6 +263,37 @@ KNOWN_BODY: dict[str, dict[str, tuple[Any, Any]]] = {}
 KNOWN_MESSAGE: dict[str, dict[str, tuple[Any, Any]]] = {}
 
 
+def user_text_as_string(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The one rule-shaped body difference (docs/divergences.md, "Text-only user content as a
+    string"): on openai-completions we send a user message whose parts are all text as one string.
+    Returns the reference body with that rule applied, and how many messages it rewrote."""
+    body = copy.deepcopy(body)
+    rewritten = 0
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list) and content:
+            if all(isinstance(p, dict) and p.get("type") == "text" and set(p) == {"type", "text"} for p in content):
+                message["content"] = "\n".join(p["text"] for p in content)
+                rewritten += 1
+    return body, rewritten
+
+
+def max_tokens_for_local_servers(body: dict[str, Any]) -> dict[str, Any]:
+    """The second rule (docs/divergences.md, "`max_tokens` for servers on this machine"): a
+    local base URL (the scripted server is one) gets `max_tokens`, not `max_completion_tokens`."""
+    if "max_completion_tokens" not in body:
+        return body
+    body = dict(body)
+    body["max_tokens"] = body.pop("max_completion_tokens")
+    return body
+
+
+def reference_body(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    if api != "openai-completions":
+        return body
+    return max_tokens_for_local_servers(user_text_as_string(body)[0])
+
+
 def _parse_json_strings(value: Any, key: str | None = None) -> Any:
     if isinstance(value, dict):
         return {k: _parse_json_strings(v, k) for k, v in value.items()}
@@ -332,7 +363,10 @@ def test_request_and_message_match_reference(pi, server: ScriptedModelServer, ap
     # and are not compared.
     assert ref_req.path.replace("?beta=true", "") == our_req.path
 
-    _assert_known(diff(normalize(ref_req.body), normalize(our_req.body)), KNOWN_BODY.get(api, {}), f"{api}/{case} body")
+    _assert_known(
+        diff(normalize(reference_body(api, ref_req.body)), normalize(our_req.body)), KNOWN_BODY.get(api, {}),
+        f"{api}/{case} body",
+    )
     assert ref["events"] == our_events
     _assert_known(
         diff(final_view(ref["message"]), final_view(ours)), KNOWN_MESSAGE.get(api, {}), f"{api}/{case} message"
@@ -430,6 +464,26 @@ def test_varied_models_and_options_match_reference(
     server.assert_complete()
     ref_req, our_req = server.requests
     assert ref_req.path.replace("?beta=true", "") == our_req.path
-    _assert_known(diff(normalize(ref_req.body), normalize(our_req.body)), KNOWN_BODY.get(api, {}), f"{api} body")
+    _assert_known(
+        diff(normalize(reference_body(api, ref_req.body)), normalize(our_req.body)), KNOWN_BODY.get(api, {}),
+        f"{api} body",
+    )
     assert ref["events"] == our_events
     _assert_known(diff(final_view(ref["message"]), final_view(ours)), KNOWN_MESSAGE.get(api, {}), f"{api} message")
+
+
+def test_text_only_user_content_is_the_only_rewritten_part(pi, server: ScriptedModelServer) -> None:  # type: ignore[no-untyped-def]
+    """The rule changes text-only user messages and nothing else: with images the parts stay."""
+    for case, expect_rewritten in (("tool_turn", True), ("images", False)):
+        server.reset()
+        model = server.model("openai-completions", reasoning=False)
+        ctx = context_for(case, model)  # type: ignore[arg-type]
+        server.expect(scripted_reply("plain"), scripted_reply("plain"))
+        ref_opts, our_opts = options_for("plain")
+        pi.op("requests_ops.streamOnce", model, ctx, ref_opts)
+        asyncio.run(_ours(model, ctx, our_opts))  # type: ignore[arg-type]
+        ref_req, our_req = server.requests
+        _, rewritten = user_text_as_string(ref_req.body)
+        assert (rewritten > 0) == expect_rewritten, case
+        users = [m for m in our_req.body["messages"] if m["role"] == "user"]
+        assert any(isinstance(m["content"], list) for m in users) != expect_rewritten, case

@@ -148,23 +148,12 @@ async def test_http_errors_become_error_messages(
     assert needle.lower() in msg["errorMessage"].lower()
 
 
-async def test_provider_retries_honour_retry_after(server: ScriptedModelServer) -> None:
-    server.expect(rate_limit(retry_after=2), server_error(502), text("ok"))
-    slept: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    msg = await complete(server.model("openai-completions"), ctx(), opts(max_retries=3, sleep=fake_sleep))
-    assert msg["stopReason"] == "stop" and msg["content"][0]["text"] == "ok"
-    assert slept[0] == 2 and len(slept) == 2 and len(server.requests) == 3
-
-
-async def test_retry_delay_above_cap_is_an_error(server: ScriptedModelServer) -> None:
-    server.expect(rate_limit(retry_after=120))
-    msg = await complete(server.model("openai-completions"), ctx(), opts(max_retries=2, max_retry_delay=60))
-    assert msg["stopReason"] == "error"
-    assert "retry delay" in msg["errorMessage"] and "429" in msg["errorMessage"]
+async def test_the_provider_driver_never_retries(server: ScriptedModelServer) -> None:
+    # Retrying belongs to the one retry loop (picontext.ai.retrying), not to each request.
+    server.expect(rate_limit(retry_after=2))
+    msg = await complete(server.model("openai-completions"), ctx(), opts())
+    assert msg["stopReason"] == "error" and msg["errorMessage"].startswith("429")
+    assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -19,7 +19,13 @@ What we do beyond the reference (docs/divergences.md, "Agent runtime"):
   threshold check backs off until the context has grown by a margin;
 * the pre-prompt check never announces a retry (it omits a failed attempt and compacts, no
   `willRetry`), and does not report the fuse failure a second time;
-* the summary entry handed to `session_compact` is the appended one (by id, not by text).
+* the summary entry handed to `session_compact` is the appended one (by id, not by text);
+* a loop of automatic compactions that free nothing is stopped with one message
+  (`compaction_loop.py`, `compaction.loopGuard`);
+* opt-in, off by default: summaries written in the background (`background_compaction.py`,
+  `compaction.backgroundTokens`), spans written down before the summary request and resumed
+  after a crash (`compaction.resumable`), a summarizer model of its own (`compaction.model`),
+  calibrated token estimates for the trigger (`compaction.calibrateTokens`).
 """
 
 from __future__ import annotations
@@ -28,14 +34,20 @@ import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any, Literal
 
+from picontext.agent.background_compaction import BackgroundCompaction
+from picontext.agent.compaction_loop import CompactionLoopGuard
 from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
-from picontext.ai.overflow import is_context_overflow, is_recoverable_length
+from picontext.ai.overflow import is_context_overflow, is_recoverable_length, reports_usage
+from picontext.ai.retrying import RetryCallbacks
+from picontext.compaction.calibration import calibrated_projected_tokens, calibrated_tokens, learn_ratio, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
-from picontext.compaction.settings import CompactionSettings
+from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
+from picontext.compaction.settings import CompactionSettings, model_key
 from picontext.compaction.summarize import summarize_preparation
+from picontext.compaction.summary_model import summarizer_ref, summary_completion, with_summary_model
 from picontext.compaction.tokens import (
     calculate_context_tokens,
     estimate_context_tokens,
@@ -49,7 +61,7 @@ from picontext.session.projection import field_of
 from picontext.session.system_prompt import get_current_system_message
 
 if TYPE_CHECKING:
-    from picontext.agent.session import AgentSession
+    from picontext.agent.host import CompactionHost
 
 __all__ = [
     "OVERFLOW_RECOVERY_FAILED",
@@ -78,6 +90,8 @@ class _Plan:
     preparation: CompactionPreparation
     settings: CompactionSettings
     predicted_after: int
+    span_id: str | None = None
+    """A resumed span (compaction.resumable): the compaction closes this one instead of recording a new one."""
 
 
 class CompactionRuntime:
@@ -87,7 +101,7 @@ class CompactionRuntime:
     Invariant: at most one compaction runs at a time (`controller` is set while it runs).
     """
 
-    def __init__(self, session: AgentSession) -> None:
+    def __init__(self, session: CompactionHost) -> None:
         self.s = session
         self.fuse = False
         """Pi `_overflowRecoveryAttempted`: one compact-and-retry per user message."""
@@ -98,6 +112,9 @@ class CompactionRuntime:
         self.requested: str | None = None
         """Instructions of a compaction the agent asked for (request_compaction tool); "" = none given."""
         self._skipped_at: int | None = None
+        self.background = BackgroundCompaction(self)
+        self.loop_guard = CompactionLoopGuard()
+        self._resume_checked = False
 
     # -- facts -------------------------------------------------------------------------------------
 
@@ -119,9 +136,15 @@ class CompactionRuntime:
         return window - self.settings().reserve_tokens
 
     def projected_tokens(self) -> int:
+        return int(self.projected_estimate()["tokens"])
+
+    def projected_estimate(self) -> Any:
+        """Pi estimateProjectedContextTokens of the session now (`lastUsageIndex` None: no usage anchor)."""
         manager = self.s.manager
-        estimate = estimate_projected_context_tokens(manager.build_session_projection(), manager.branch_view())
-        return int(estimate["tokens"])
+        projection, branch = manager.build_session_projection(), manager.branch_view()
+        if self.settings().calibrate_tokens:  # ours, opt-in: the trailing part corrected per model
+            return calibrated_projected_tokens(projection, branch, model_key(self.s.model))
+        return estimate_projected_context_tokens(projection, branch)
 
     # Branch questions are answered by the session's index and live projection: nothing on the
     # request path walks or parses the whole branch.
@@ -164,10 +187,50 @@ class CompactionRuntime:
         settings = self.settings()
         if threshold is None or not settings.enabled:
             return False
+        if await self._resume_pending(signal):
+            return True
         tokens = self.projected_tokens()
+        return await self._due(tokens, settings, signal)
+
+    async def _due(self, tokens: int, settings: CompactionSettings, signal: AbortSignal | None) -> bool:
+        """The threshold decision at a turn boundary, with the background summary first (ours)."""
+        if await self.background.on_boundary(tokens):
+            return True
         if not should_compact(tokens, self.window(), settings):
             return False
+        taken = await self.background.take_over(signal)
+        if taken:
+            return True
+        if signal is not None and signal.aborted:
+            return False
         return await self.run_auto("threshold", False, signal=signal, tokens=tokens)
+
+    async def _resume_pending(self, signal: AbortSignal | None) -> bool:
+        """Once per session (ours, compaction.resumable): a span recorded before a crash is
+        summarized again and applied (in the background when that is on)."""
+        if self._resume_checked:
+            return False
+        self._resume_checked = True
+        settings = self.settings()
+        if not settings.resumable or self.running or self.background.job is not None:
+            return False
+        branch = self.s.manager.get_branch()
+        pending = find_pending_span(branch)
+        if pending is None:
+            return False
+        prep = resume_preparation(branch, pending)
+        if prep is None:
+            end_span(self.s.manager, pending.entry_id, "invalid")
+            return False
+        plan = _Plan(prep, pending.settings, self._predict_after(prep), pending.entry_id)
+        if self.background.enabled:
+            await self.background.start(int(prep.tokens_before), plan, pending.entry_id)
+            return False
+        try:
+            await self._compact("threshold", False, plan, pending.instructions, signal)
+        except Exception:
+            return False
+        return True
 
     # -- checks B and C ------------------------------------------------------------------------
 
@@ -205,9 +268,13 @@ class CompactionRuntime:
         overflow = same_model and (
             (explicit and retained) or (usage_matches and is_context_overflow(message, window))
         )
-        recoverable = same_model and projected and is_recoverable_length(message, int(model.get("maxTokens") or 0))
+        recoverable = (same_model and projected and reports_usage(message)  # ours: no usage, no evidence
+                       and is_recoverable_length(message, int(model.get("maxTokens") or 0)))
         if overflow or recoverable:
+            await self.background.cancel("overflow recovery compacts the usual way")
             return await self._overflow(message, overflow, tool_results or [], pre_prompt, signal)
+        if await self._resume_pending(signal):
+            return True
         return await self._threshold_after(message, settings, signal)
 
     def _entries_after(self, entry_id: str | None) -> list[Any]:
@@ -224,12 +291,14 @@ class CompactionRuntime:
         self, message: Any, overflow: bool, tool_results: list[Any], pre_prompt: bool, signal: AbortSignal | None
     ) -> bool:
         if message.get("stopReason") == "stop":  # silent overflow: keep the answer, no retry
+            if self.loop_guard.is_stopped(self.threshold()):
+                return False  # ours: a compaction loop was reported; compacting again frees nothing
             return await self.run_auto("overflow", False, signal=signal)
         if self.fuse:
             if pre_prompt:  # already reported after the run; the new prompt resets the fuse
                 return False
             error = OVERFLOW_RECOVERY_FAILED if overflow else TRUNCATED_RECOVERY_FAILED
-            await self.s._emit(
+            await self.s.emit(
                 {"type": "compaction_end", "reason": "overflow", "aborted": False, "willRetry": False,
                  "errorMessage": error}
             )
@@ -253,8 +322,7 @@ class CompactionRuntime:
         direct = 0 if direct != direct else int(direct)
         # The projection (a copy of the context's lists) is built only when an estimate needs it.
         if manager.context_has_edits():
-            projection = manager.build_session_projection()
-            tokens = int(estimate_projected_context_tokens(projection, manager.branch_view())["tokens"])
+            tokens = self.projected_tokens()
         elif message.get("stopReason") == "error" or direct == 0:
             projection = manager.build_session_projection()
             estimate = estimate_context_tokens(projection.messages)
@@ -262,21 +330,44 @@ class CompactionRuntime:
             if index is not None and self._is_stale(projection.messages[index]):
                 return False
             tokens = int(estimate["tokens"])
+            if settings.calibrate_tokens:
+                ratio = learn_ratio(samples(projection.messages), model_key(self.s.model))
+                tokens = calibrated_tokens(int(estimate["usageTokens"]), int(estimate["trailingTokens"]), ratio)
         else:
             tokens = direct
-        if not should_compact(tokens, window, settings):
-            return False
-        return await self.run_auto("threshold", False, signal=signal, tokens=tokens)
+        return await self._due(tokens, settings, signal)
 
     # -- the compaction itself -------------------------------------------------------------------
 
-    def completion(self) -> Completion:
+    def completion(self, source: str = "compaction") -> Completion:
+        """The summarizer: the session's `summarizer`, else `compaction.model` (ours), else its
+        model over the session's client, each retry wait announced as `summarization_retry_*` events."""
         if self.s.summarizer is not None:
             return self.s.summarizer
-        options = self.s.stream_options
+        options = self.s.request_options()
+        ref = self.settings().model
+        if ref is not None and ref != model_key(self.s.model):
+            same_provider = ref.split("/", 1)[0] == self.s.model.get("provider")
+            return summary_completion(ref, api_key=options.api_key if same_provider else None,
+                                      retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
+                                      client=options.client, callbacks=self._retry_callbacks(source))
         return StreamCompletion(
             self.s.model, api_key=options.api_key, retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
-            client=getattr(options, "client", None),
+            client=options.client, callbacks=self._retry_callbacks(source),
+        )
+
+    def _retry_callbacks(self, source: str) -> RetryCallbacks:
+        emit = self.s.emit
+        return RetryCallbacks(
+            on_retry_scheduled=lambda attempt, most, delay, error: emit({
+                "type": "summarization_retry_scheduled", "source": source, "attempt": attempt,
+                "maxAttempts": most, "delayMs": delay, "errorMessage": error,
+            }),
+            on_retry_attempt_start=lambda: emit({"type": "summarization_retry_attempt_start", "source": source}),
+            on_retry_finished=lambda ok, attempt, error: emit({
+                "type": "summarization_retry_finished", "source": source, "success": ok, "attempt": attempt,
+                **({"finalError": error} if error else {}),
+            }),
         )
 
     def _predict_after(self, prep: CompactionPreparation) -> int:
@@ -336,6 +427,8 @@ class CompactionRuntime:
         """Pi `_runAutoCompaction`. True = continue the run (retry, or queued messages)."""
         if self.running:
             return False
+        if reason == "threshold" and self.loop_guard.is_stopped(self.threshold()):
+            return False  # said so once when the loop was detected
         if reason == "threshold" and tokens is not None and self.backoff_until is not None:
             if tokens <= self.backoff_until:
                 await self._skip(reason, tokens, (
@@ -364,10 +457,12 @@ class CompactionRuntime:
         if self._skipped_at is not None and tokens <= self._skipped_at:
             return  # said it already for this size
         self._skipped_at = tokens
-        await self.s._emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": tokens})
+        await self.s.emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": tokens})
 
     async def compact_manual(self, instructions: str | None = None) -> dict[str, Any]:
         """Pi `compact()` after the run was stopped: the result, or raises the original error."""
+        await self.background.cancel("a manual compaction replaces it")
+        self.loop_guard.reset()
         plan, why = self.plan("manual")
         if plan is None:
             await self._start("manual", None)
@@ -381,7 +476,7 @@ class CompactionRuntime:
         if parent is not None:
             parent.add_listener(lambda: controller.abort("aborted"))
         self.controller, self.reason = controller, reason
-        await self.s._emit({"type": "compaction_start", "reason": reason})
+        await self.s.emit({"type": "compaction_start", "reason": reason})
         return controller
 
     async def _compact(
@@ -395,6 +490,7 @@ class CompactionRuntime:
         controller = await self._start(reason, parent)
         prep = plan.preparation
         from_extension = False
+        span_id = plan.span_id
         try:
             if controller.aborted:
                 raise CompactionCancelled()
@@ -409,10 +505,18 @@ class CompactionRuntime:
                 first_kept = supplied.get("firstKeptEntryId", prep.first_kept_entry_id)
                 tokens_before = int(supplied.get("tokensBefore", prep.tokens_before))
                 details, usage = supplied.get("details"), supplied.get("usage")
+                if span_id is not None:  # a hook wrote it: the recorded span is not what was appended
+                    end_span(self.s.manager, span_id, "replaced")
+                    span_id = None
             else:
-                result = await self._summarize(plan, instructions, controller)
+                completion = self.completion()
+                if span_id is None and plan.settings.resumable:
+                    span_id = record_span(self.s.manager, prep, plan.settings, reason=reason,
+                                          instructions=instructions, model=summarizer_ref(completion))
+                result = await self._summarize(plan, instructions, controller, completion)
                 summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
-                details, usage = result.details, result.usage
+                usage = result.usage
+                details = with_summary_model(span_details(result.details, span_id), summarizer_ref(completion))
             if controller.aborted:
                 raise CompactionCancelled()
             async with self.s.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
@@ -423,14 +527,26 @@ class CompactionRuntime:
             aborted = isinstance(exc, CompactionCancelled) or controller.aborted
             by_ext = isinstance(exc, CompactionCancelled) and exc.by_extension
             self.controller = self.reason = None
+            if span_id is not None:
+                end_span(self.s.manager, span_id, "aborted" if aborted else "failed")
             await self._fail(reason, exc, aborted=aborted, from_extension=from_extension or by_ext)
             if isinstance(exc, CompactionCancelled) or not aborted:
                 raise
             raise CompactionCancelled() from exc
+        return await self.announce(reason, will_retry, entry_id, summary, first_kept, tokens_before, details, usage,
+                                   from_extension=from_extension)
+
+    async def announce(
+        self, reason: CompactionReason, will_retry: bool, entry_id: str, summary: str, first_kept: str,
+        tokens_before: int, details: Any, usage: Any, *, from_extension: bool, extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """After a compaction entry was appended: back-off and loop bookkeeping, the
+        `session_compact` hook and the `compaction_end` event; returns the CompactionResult."""
         after = estimated_tokens(self.s.manager)
         self._after_success(reason, after)
+        self.background.paused = False
         entry = self.s.manager.get_entry(entry_id)
-        await self.s._hook("session_compact", {
+        await self.s.run_hook("session_compact", {
             "compactionEntry": entry, "fromExtension": from_extension, "reason": reason, "willRetry": will_retry,
         })
         result_json: dict[str, Any] = {
@@ -442,11 +558,24 @@ class CompactionRuntime:
         if details is not None:
             result_json["details"] = details
         self.controller = self.reason = None  # cleared before announcing (listeners may prompt)
-        await self.s._emit({
+        await self.s.emit({
             "type": "compaction_end", "reason": reason, "result": result_json, "aborted": False,
-            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after,
+            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after, **(extra or {}),
         })
+        await self._check_loop(reason, tokens_before, after)
         return result_json
+
+    async def _check_loop(self, reason: CompactionReason, before: int, after: int) -> None:
+        """Ours (compaction.loopGuard): several automatic compactions within a few turns that free
+        nothing stop automatic compaction with one clear message."""
+        threshold = self.threshold()
+        if reason == "manual" or threshold is None or not self.settings().loop_guard:
+            return
+        turn = sum(1 for e in self.s.manager.get_branch()
+                   if field_of(e, "type") == "message" and field_of(e.get("message"), "role") == "assistant")
+        message = self.loop_guard.record(turn, before, after, threshold)
+        if message is not None:
+            await self.s.emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": after})
 
     def _after_success(self, reason: CompactionReason, after: int) -> None:
         threshold = self.threshold()
@@ -457,8 +586,8 @@ class CompactionRuntime:
         margin = max(self.settings().keep_recent_tokens // 2, self.window() // 10, 1)
         self.backoff_until = after + margin
 
-    async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal) -> Any:
-        completion = self.completion()
+    async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal,
+                         completion: Completion) -> Any:
         level = self.s.thinking_level
         task = asyncio.ensure_future(summarize_preparation(
             plan.preparation, completion, reserve_tokens=plan.settings.reserve_tokens, instructions=instructions,
@@ -496,7 +625,7 @@ class CompactionRuntime:
             try:
                 result = await _call(fn, event)
             except Exception as exc:
-                await self.s._emit_hook_error(_name(fn), "session_before_compact", exc)
+                await self.s.report_hook_error(_name(fn), "session_before_compact", exc)
                 continue
             if not isinstance(result, dict) or not result:
                 continue
@@ -515,7 +644,7 @@ class CompactionRuntime:
                       "overflow": "Context overflow recovery failed: "}[reason]
             message = prefix + (str(exc) or type(exc).__name__)
             event["errorMessage"] = message
-        await self.s._emit(event)
+        await self.s.emit(event)
         await self._hook_failed(reason, message, aborted=aborted, from_extension=from_extension)
 
     async def _hook_failed(self, reason: str, message: str | None, *, aborted: bool, from_extension: bool) -> None:
@@ -523,11 +652,12 @@ class CompactionRuntime:
                                    "fromExtension": from_extension}
         if message is not None:
             payload["errorMessage"] = message
-        await self.s._hook("session_compact_failed", payload)
+        await self.s.run_hook("session_compact_failed", payload)
 
     def abort(self) -> None:
         if self.controller is not None:
             self.controller.abort("aborted")
+        self.background.cancel_now()
 
 
 CheckKind = Literal["threshold", "post_run", "pre_prompt"]

@@ -35,6 +35,8 @@ __all__ = [
     "AgentStartEvent",
     "AutoRetryEndEvent",
     "AutoRetryStartEvent",
+    "CompactionBackgroundDiscardedEvent",
+    "CompactionBackgroundStartEvent",
     "CompactionEndEvent",
     "CompactionReason",
     "CompactionSkippedEvent",
@@ -46,6 +48,9 @@ __all__ = [
     "MessageUpdateEvent",
     "PromptCancelledEvent",
     "QueueUpdateEvent",
+    "SummarizationRetryAttemptStartEvent",
+    "SummarizationRetryFinishedEvent",
+    "SummarizationRetryScheduledEvent",
     "ThinkingLevelChangedEvent",
     "ToolExecutionEndEvent",
     "ToolExecutionStartEvent",
@@ -179,6 +184,24 @@ class CompactionSkippedEvent(TypedDict):
     tokens: int
 
 
+class CompactionBackgroundStartEvent(TypedDict):
+    """Ours (compaction.backgroundTokens): a summary is being written while the conversation goes
+    on; it is applied at a later turn boundary (`compaction_start`/`compaction_end` with
+    `background: true`) or discarded."""
+
+    type: Literal["compaction_background_start"]
+    tokens: int
+    firstKeptEntryId: str
+
+
+class CompactionBackgroundDiscardedEvent(TypedDict):
+    """Ours: a background summary could not be applied; `discarded` counts them in this session."""
+
+    type: Literal["compaction_background_discarded"]
+    reason: str
+    discarded: int
+
+
 class EntryAppendedEvent(TypedDict):
     type: Literal["entry_appended"]
     entry: dict[str, Any]
@@ -190,6 +213,33 @@ class AutoRetryStartEvent(TypedDict):
     maxAttempts: int
     delayMs: int
     errorMessage: str
+    serverRequested: NotRequired[bool]
+    """Ours: present (true) when the wait is the server's Retry-After, not the back-off."""
+
+
+class SummarizationRetryScheduledEvent(TypedDict):
+    """A summary request failed transiently and is retried after `delayMs` (Pi's event, plus
+    `source`: "compaction" or "branch_summary")."""
+
+    type: Literal["summarization_retry_scheduled"]
+    source: str
+    attempt: int
+    maxAttempts: int
+    delayMs: float
+    errorMessage: str
+
+
+class SummarizationRetryAttemptStartEvent(TypedDict):
+    type: Literal["summarization_retry_attempt_start"]
+    source: str
+
+
+class SummarizationRetryFinishedEvent(TypedDict):
+    type: Literal["summarization_retry_finished"]
+    source: str
+    success: bool
+    attempt: int
+    finalError: NotRequired[str]
 
 
 class AutoRetryEndEvent(TypedDict):
@@ -221,10 +271,15 @@ AgentEvent: TypeAlias = (
     | CompactionStartEvent
     | CompactionEndEvent
     | CompactionSkippedEvent
+    | CompactionBackgroundStartEvent
+    | CompactionBackgroundDiscardedEvent
     | PromptCancelledEvent
     | EntryAppendedEvent
     | AutoRetryStartEvent
     | AutoRetryEndEvent
+    | SummarizationRetryScheduledEvent
+    | SummarizationRetryAttemptStartEvent
+    | SummarizationRetryFinishedEvent
     | ThinkingLevelChangedEvent
 )
 
@@ -254,6 +309,11 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "extension_error",
     "compaction_skipped",
     "prompt_cancelled",
+    "summarization_retry_scheduled",
+    "summarization_retry_attempt_start",
+    "summarization_retry_finished",
+    "compaction_background_start",
+    "compaction_background_discarded",
 )
 
 AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES

@@ -20,7 +20,7 @@ from picontext.errors import EntryNotFound, SummaryAborted
 from picontext.session.projection import collect_edits, field_of
 
 if TYPE_CHECKING:
-    from picontext.agent.session import AgentSession
+    from picontext.agent.host import NavigationHost
 
 __all__ = ["NavigationResult", "navigate_tree"]
 
@@ -55,7 +55,7 @@ def _text(content: Any) -> str:
 
 
 async def navigate_tree(
-    session: AgentSession,
+    session: NavigationHost,
     target_id: str,
     *,
     summarize: bool = False,
@@ -84,11 +84,7 @@ async def navigate_tree(
             },
             "signal": signal,
         }
-        results, errors = await session.hooks.emit("session_before_tree", event)
-        for err in errors:
-            await session._emit({"type": "extension_error", "extensionPath": err.path, "event": err.event,
-                                 "error": err.error})
-        for result in results:
+        for result in await session.run_hook("session_before_tree", event):
             if not isinstance(result, dict):
                 continue
             if result.get("cancel"):
@@ -108,7 +104,7 @@ async def navigate_tree(
         edits = collect_edits(manager.get_branch(old_leaf)) if old_leaf else {}
         try:
             result = await generate_branch_summary(
-                entries, session.compaction.completion(), edits=edits,
+                entries, session.summary_completion(), edits=edits,
                 reserve_tokens=session.settings.branch_summary().reserve_tokens,
                 instructions=custom_instructions, replace_instructions=replace_instructions, signal=signal,
             )
@@ -139,6 +135,6 @@ async def navigate_tree(
                                "summaryEntry": summary_entry}
     if summary_entry is not None:
         payload["fromExtension"] = from_hook
-    await session._hook("session_tree", payload)
+    await session.run_hook("session_tree", payload)
     return NavigationResult(cancelled=False, editor_text=editor_text, summary_entry=summary_entry)
 

@@ -2,7 +2,8 @@
 
 A failed reply whose error is transient (`is_retryable_error`: not an overflow, not a quota or
 billing error) is omitted from the context with a `context_edit`, the session waits
-`retry_delay_ms(policy, attempt)` (abortable) and continues the run. Events:
+`retry_delay_ms(policy, attempt)` or the server's Retry-After (abortable; decided by the one
+retry loop, `picontext.ai.retrying`) and continues the run. Events:
 
     agent_end{willRetry: true}  auto_retry_start{attempt, maxAttempts, delayMs, errorMessage}
     entry_appended(context_edit)  ...sleep...  agent_start ... auto_retry_end{success, attempt}
@@ -15,14 +16,16 @@ threshold check before its request (the reference sends it unchecked).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from picontext.ai.event_stream import AbortSignal
-from picontext.ai.retry import RetryPolicy, is_retryable_error, retry_delay_ms
+from picontext.ai.retry import RetryPolicy, is_retryable_error
+from picontext.ai.retrying import RetryAfterSink, capture_retry_after, plan_retry, sleep_unless_aborted
 
 if TYPE_CHECKING:
-    from picontext.agent.session import AgentSession
+    from picontext.agent.host import RetryHost
 
 __all__ = ["RETRY_CANCELLED", "RetryRuntime", "retry_policy_from_settings"]
 
@@ -43,42 +46,59 @@ def retry_policy_from_settings(data: dict[str, Any] | None) -> RetryPolicy:
 
 
 class RetryRuntime:
-    """Retry state of one session. Invariant: `attempt > 0` exactly while a sequence is open."""
+    """Retry state of one session. Invariant: `attempt > 0` exactly while a sequence is open.
 
-    def __init__(self, session: AgentSession, sleep: Sleep | None = None) -> None:
+    The decision and the wait are the one retry loop's (`picontext.ai.retrying`): `plan_retry`
+    with the Retry-After the failed request's response carried (`sink`, filled while the
+    session runs inside `capture()`), and `sleep_unless_aborted`.
+    """
+
+    def __init__(self, session: RetryHost, sleep: Sleep | None = None) -> None:
         self.s = session
         self.attempt = 0
         self.sleeping: AbortSignal | None = None
+        self.sink = RetryAfterSink()
         self._sleep = sleep or asyncio.sleep
 
     @property
     def policy(self) -> RetryPolicy:
         return self.s.retry_policy
 
+    def capture(self) -> contextlib.AbstractContextManager[RetryAfterSink]:
+        """Around a run: requests made inside it report their Retry-After to `sink`."""
+        return capture_retry_after(self.sink)
+
     def is_retryable(self, message: Any) -> bool:
         return is_retryable_error(message, int(self.s.model.get("contextWindow") or 0))
 
     def will_retry(self, messages: list[Any], aborted: bool) -> bool:
         """`agent_end.willRetry` (spec 03 §6.3)."""
-        policy = self.policy
-        if aborted or not policy.enabled or self.attempt >= policy.max_retries:
-            return False
         last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
-        return last is not None and self.is_retryable(last)
+        if aborted or last is None:
+            return False
+        plan = plan_retry(self.policy, self.attempt, last, context_window=int(self.s.model.get("contextWindow") or 0),
+                          retry_after_s=self.sink.latest)
+        return plan is not None and plan.wait is not None
 
     async def prepare(self, message: Any, signal: AbortSignal | None) -> bool:
-        """Start retry number `attempt + 1` for `message`: announce, omit, sleep. False = no retry."""
-        policy = self.policy
-        if not policy.enabled:
+        """Start retry number `attempt + 1` for `message`: announce, omit, sleep. False = no retry
+        (then an open sequence is closed: exhausted, over the delay cap, or cancelled)."""
+        plan = plan_retry(
+            self.policy, self.attempt, message,
+            context_window=int(self.s.model.get("contextWindow") or 0), retry_after_s=self.sink.take(),
+        )
+        if plan is None:
             return False
-        self.attempt += 1
-        if self.attempt > policy.max_retries:
-            self.attempt -= 1
+        if plan.wait is None:
+            if plan.final_error != message.get("errorMessage"):  # the server asked for too long a wait
+                await self.close_exhausted({"errorMessage": plan.final_error}, force=True)
             return False
-        delay = retry_delay_ms(policy, self.attempt)
-        await self.s._emit({
-            "type": "auto_retry_start", "attempt": self.attempt, "maxAttempts": policy.max_retries,
-            "delayMs": delay, "errorMessage": message.get("errorMessage") or "Unknown error",
+        wait = plan.wait
+        self.attempt = wait.attempt
+        await self.s.emit({
+            "type": "auto_retry_start", "attempt": wait.attempt, "maxAttempts": wait.max_attempts,
+            "delayMs": _ms(wait.delay_ms), "errorMessage": wait.error_message,
+            **({"serverRequested": True} if wait.server_requested else {}),
         })
         await self.s.omit([message])
         sleeping = AbortSignal()
@@ -86,7 +106,7 @@ class RetryRuntime:
             signal.add_listener(lambda: sleeping.abort("aborted"))
         self.sleeping = sleeping
         try:
-            completed = await _sleep_unless(self._sleep, delay / 1000, sleeping)
+            completed = await sleep_unless_aborted(self._sleep, wait.delay_ms / 1000, sleeping)
         finally:
             self.sleeping = None
         if not completed:
@@ -98,19 +118,21 @@ class RetryRuntime:
         """A reply that is neither an error nor aborted ends an open sequence successfully."""
         if self.attempt > 0 and message.get("stopReason") not in ("error", "aborted"):
             attempt, self.attempt = self.attempt, 0
-            await self.s._emit({"type": "auto_retry_end", "success": True, "attempt": attempt})
+            await self.s.emit({"type": "auto_retry_end", "success": True, "attempt": attempt})
 
     async def close_cancelled(self) -> None:
         if self.attempt > 0:
             attempt, self.attempt = self.attempt, 0
-            await self.s._emit(
+            await self.s.emit(
                 {"type": "auto_retry_end", "success": False, "attempt": attempt, "finalError": RETRY_CANCELLED}
             )
 
-    async def close_exhausted(self, message: Any) -> None:
-        if self.attempt > 0:
+    async def close_exhausted(self, message: Any, *, force: bool = False) -> None:
+        """End an open sequence with the last error; `force`: also when no retry was made yet
+        (the very first failure asked for a wait beyond the cap), so the reason is announced."""
+        if self.attempt > 0 or force:
             attempt, self.attempt = self.attempt, 0
-            await self.s._emit({
+            await self.s.emit({
                 "type": "auto_retry_end", "success": False, "attempt": attempt,
                 "finalError": message.get("errorMessage") or "Unknown error",
             })
@@ -121,19 +143,5 @@ class RetryRuntime:
             self.sleeping.abort("retry cancelled")
 
 
-async def _sleep_unless(sleep: Sleep, seconds: float, signal: AbortSignal) -> bool:
-    if signal.aborted:
-        return False
-    loop = asyncio.get_running_loop()
-    fired = asyncio.Event()
-    signal.add_listener(lambda: loop.call_soon_threadsafe(fired.set))
-    sleeper = asyncio.ensure_future(sleep(seconds))
-    waiter = asyncio.ensure_future(fired.wait())
-    try:
-        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (sleeper, waiter):
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(sleeper, waiter, return_exceptions=True)
-    return not signal.aborted
+def _ms(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

@@ -51,6 +51,7 @@ from picontext.agent.types import (
     ThinkingLevel,
     TurnContext,
 )
+from picontext.ai._http import default_client
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.models import Model
 from picontext.ai.providers import StreamOptions
@@ -87,6 +88,9 @@ class ContextUsage:
     tokens: int | None
     context_window: int
     percent: float | None
+    estimated: bool = False
+    """True when no reply on the current context reported usage (e.g. a server that sends no
+    usage in streams): `tokens` is then a chars/4 estimate, not the server's count."""
 
 
 def usage_tokens(message: AssistantMessage) -> int:
@@ -163,6 +167,8 @@ class AgentSession:
         self._entry_of: dict[int, tuple[Any, str]] = {}
         self._last_assistant: AssistantMessage | None = None
         self._last_tool_results: list[Any] = []
+        self._http: Any = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
         self.model = model
         self.thinking_level: ThinkingLevel = "off"
         self._record_initial_settings(model, thinking_level)
@@ -275,8 +281,9 @@ class AgentSession:
             )
             if not fresh:
                 return ContextUsage(None, window, None)
-        tokens = self.compaction.projected_tokens()
-        return ContextUsage(tokens, window, tokens / window * 100)
+        estimate = self.compaction.projected_estimate()
+        tokens = int(estimate["tokens"])
+        return ContextUsage(tokens, window, tokens / window * 100, estimated=estimate["lastUsageIndex"] is None)
 
     # -- queues ------------------------------------------------------------------------------------
 
@@ -323,7 +330,7 @@ class AgentSession:
         if state == self._shown_queue:
             return
         self._shown_queue = state
-        await self._emit({"type": "queue_update", "steering": state[0], "followUp": state[1]})
+        await self.emit({"type": "queue_update", "steering": state[0], "followUp": state[1]})
 
     # -- operations ----------------------------------------------------------------------------------
 
@@ -442,10 +449,12 @@ class AgentSession:
         self._signal = signal = AbortSignal()
         self.compaction_requests_used = 0
         self._last_assistant, self._last_tool_results = None, []
+        capture = self.retries.capture()
+        capture.__enter__()
         try:
             await self._before_prompt(signal)
             if signal.aborted:
-                await self._emit({"type": "prompt_cancelled", "messages": prompts})
+                await self.emit({"type": "prompt_cancelled", "messages": prompts})
                 return
             await self._consume(run_agent_loop(prompts, self._context(), self._loop_config(), signal))
             while not signal.aborted:
@@ -453,11 +462,12 @@ class AgentSession:
                 if not await self._continue(go_on, signal):
                     break
         finally:
+            capture.__exit__(None, None, None)
             if signal.aborted:
                 await self.retries.close_cancelled()
             self._signal = None
             self._leave("run")
-            await self._emit({"type": "agent_settled"})
+            await self.emit({"type": "agent_settled"})
 
     async def _continue(self, go_on: bool, signal: AbortSignal) -> bool:
         """Start the next low-level run: continue from the transcript, or deliver queued messages.
@@ -475,11 +485,30 @@ class AgentSession:
         await self._consume(run_agent_loop(queued, self._context(), self._loop_config(), signal))
         return True
 
+    def request_options(self) -> StreamOptions:
+        """`stream_options` with the session's HTTP client: one client (and so one pooled
+        connection per host, kept alive) for every request of the session, turns and summaries
+        alike, unless the caller passed its own `client`."""
+        options = self.stream_options
+        if options.client is not None:
+            return options
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop:
+            # A client's connections belong to the event loop that opened them.
+            self._http, self._http_loop = default_client(), loop
+        return dataclasses.replace(options, client=self._http)
+
+    async def aclose(self) -> None:
+        """Close the session's own HTTP client (its kept-alive connections)."""
+        client, self._http, self._http_loop = self._http, None, None
+        if client is not None:
+            await client.aclose()
+
     def _context(self) -> AgentContext:
         return AgentContext(self.messages, self.system_prompt, list(self.tools))
 
     def _loop_config(self) -> AgentLoopConfig:
-        options = self.stream_options
+        options = self.request_options()
         if options.session_id is None:
             options = dataclasses.replace(options, session_id=self.manager.get_session_id())
         return AgentLoopConfig(
@@ -519,7 +548,7 @@ class AgentSession:
             aborted = self._signal is not None and self._signal.aborted
             will_retry = self.retries.will_retry(event["messages"], aborted)  # type: ignore[typeddict-item]
             event = {**event, "willRetry": will_retry}  # type: ignore[assignment]
-        await self._emit(event)
+        await self.emit(event)
         if kind == "message_end" and message.get("role") == "assistant":
             await self.retries.on_assistant_end(message)
 
@@ -545,25 +574,56 @@ class AgentSession:
                 continue
             edit_id = self.manager.append_context_edit(entry_id, None)
             ids.append(edit_id)
-            await self._emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})
+            await self.emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})
         return ids
 
-    async def _emit(self, event: Any) -> None:
+    # -- the host interfaces (agent/host.py) ---------------------------------------------------------
+
+    async def emit(self, event: Any) -> None:
+        """Deliver `event` to every listener, in subscription order."""
         for listener in list(self._listeners):
             result = listener(event)
             if inspect.isawaitable(result):
                 await result
 
-    async def _emit_hook_error(self, path: str, event: str, exc: Exception) -> None:
-        await self._emit({"type": "extension_error", "extensionPath": path, "event": event,
-                          "error": f"{type(exc).__name__}: {exc}"})
+    async def report_hook_error(self, path: str, event: str, exc: Exception) -> None:
+        await self.emit({"type": "extension_error", "extensionPath": path, "event": event,
+                         "error": f"{type(exc).__name__}: {exc}"})
 
-    async def _hook(self, event: Any, payload: Any) -> list[Any]:
+    async def run_hook(self, event: Any, payload: Any) -> list[Any]:
+        """Run the `event` handlers; their errors become `extension_error` events."""
         results, errors = await self.hooks.emit(event, payload)
         for err in errors:
-            await self._emit({"type": "extension_error", "extensionPath": err.path, "event": err.event,
-                              "error": err.error})
+            await self.emit({"type": "extension_error", "extensionPath": err.path, "event": err.event,
+                             "error": err.error})
         return results
+
+    def summary_completion(self) -> Completion:
+        """The model that writes summaries (the `summarizer`, else the session's model)."""
+        return self.compaction.completion("branch_summary")
+
+    def estimated_context_tokens(self) -> int:
+        return self.compaction.projected_tokens()
+
+    def compaction_threshold(self) -> int | None:
+        return self.compaction.threshold()
+
+    def compaction_requests_left(self) -> int:
+        return max(0, self.compaction_requests_per_prompt - self.compaction_requests_used)
+
+    def request_compaction(self, instructions: str) -> None:
+        """Compact before the next request (the `request_compaction` tool); `ValueError` when
+        the per-prompt budget is used up or there is nothing to compact."""
+        if self.compaction_requests_used >= self.compaction_requests_per_prompt:
+            raise ValueError(
+                f"Compaction was already requested {self.compaction_requests_used} time(s) for this prompt "
+                f"(limit {self.compaction_requests_per_prompt}); continue the task."
+            )
+        plan, why = self.compaction.plan("manual")
+        if plan is None:
+            raise ValueError(f"Nothing to compact now: {why}. Continue the task.")
+        self.compaction_requests_used += 1
+        self.compaction.requested = instructions
 
     # -- the three checks ----------------------------------------------------------------------------
 

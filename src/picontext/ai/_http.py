@@ -1,15 +1,16 @@
-"""HTTP plumbing shared by the providers: client factory, SSE decoding, error text, retry-after.
+"""HTTP plumbing shared by the providers: client factory, SSE decoding, error text, Retry-After.
 
-Private to `picontext.ai`. Everything except `open_stream` is pure.
+Private to `picontext.ai`. Everything except `open_stream` and the Retry-After sink is pure.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import contextvars
 import json
-import random
+import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -19,7 +20,6 @@ import httpx
 from picontext import _json
 
 MAX_ERROR_BODY_CHARS = 4000
-DEFAULT_MAX_RETRY_DELAY_S = 60.0
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
 
 
@@ -73,9 +73,26 @@ def format_http_error(status: int, body: str) -> str:
     text = body.strip()
     if not text:
         return f"{status} status code (no body)"
+    if _HTML.match(text):
+        return f"{status} {html_error_line(text)}"
     if len(text) > MAX_ERROR_BODY_CHARS:
         text = f"{text[:MAX_ERROR_BODY_CHARS]}... [truncated {len(text) - MAX_ERROR_BODY_CHARS} chars]"
     return f"{status} {text}"
+
+
+_HTML = re.compile(r"\s*(?:<!doctype html|<html|<head|<body|<title|<h1|<center)", re.IGNORECASE)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def html_error_line(html: str) -> str:
+    """An HTML error page (a proxy's or a framework's) as one line: its title, else its text."""
+    title = _TITLE.search(html)
+    text = title.group(1) if title else _TAG.sub(" ", html)
+    text = " ".join(text.split())
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return f"(HTML error page) {text}" if text else "(HTML error page)"
 
 
 # -- SSE --------------------------------------------------------------------------------------------
@@ -149,17 +166,7 @@ def loads_json(text: str) -> Any:
     return json.loads(text)
 
 
-# -- retries before the stream starts (Pi retryProviderRequest) -------------------------------------
-
-
-def is_retryable_status(status: int, headers: Mapping[str, str]) -> bool:
-    """Pi/SDK rule: `x-should-retry` wins, else 408, 409, 429 and 5xx."""
-    should = {k.lower(): v for k, v in headers.items()}.get("x-should-retry")
-    if should == "true":
-        return True
-    if should == "false":
-        return False
-    return status in (408, 409, 429) or status >= 500
+# -- Retry-After -----------------------------------------------------------------------------------------
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -184,27 +191,42 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return None
 
 
-def retry_delay(
-    err: ProviderHTTPStatus, retry_index: int, max_retry_delay: float | None = DEFAULT_MAX_RETRY_DELAY_S
-) -> float:
-    """Delay before retry number `retry_index` (0-based); a server delay above the cap raises.
+@dataclass(slots=True)
+class RetryAfterSink:
+    """The server's requested delay for the latest request made under `capture_retry_after()`.
 
-    The raised message mentions "retry delay", which the session-level classifier treats as
-    transient (Pi `validateServerRetryDelayMs`).
+    The finished assistant message carries no header data (it is written to the session file as
+    it is), so the one retry loop (`picontext.ai.retrying`) learns a 429's `Retry-After` here.
     """
-    server = parse_retry_after(err.headers)
-    if server is not None:
-        cap = DEFAULT_MAX_RETRY_DELAY_S if max_retry_delay is None else max_retry_delay
-        if cap > 0 and server > cap:
-            raise RuntimeError(
-                f"Server requested {int(-(-server // 1))}s retry delay (max: {int(-(-cap // 1))}s). {err}"
-            )
-        return server
-    base = min(0.5 * 2**retry_index, 8.0)
-    return base * (1 - random.random() * 0.25)
+
+    latest: float | None = None
+
+    def take(self) -> float | None:
+        value, self.latest = self.latest, None
+        return value
 
 
-Sleep = Callable[[float], Awaitable[None]]
+_RETRY_AFTER: contextvars.ContextVar[RetryAfterSink | None] = contextvars.ContextVar(
+    "picontext_retry_after", default=None
+)
+
+
+@contextlib.contextmanager
+def capture_retry_after(sink: RetryAfterSink | None = None) -> Iterator[RetryAfterSink]:
+    """Record the Retry-After of requests started inside the block (and the tasks it creates)."""
+    sink = sink if sink is not None else RetryAfterSink()
+    token = _RETRY_AFTER.set(sink)
+    try:
+        yield sink
+    finally:
+        _RETRY_AFTER.reset(token)
+
+
+def note_response(headers: Mapping[str, str] | None) -> None:
+    """Called once per request by the stream driver: the delay it asked for (None if none)."""
+    sink = _RETRY_AFTER.get()
+    if sink is not None:
+        sink.latest = parse_retry_after(headers) if headers else None
 
 
 @dataclass(slots=True)
@@ -220,39 +242,33 @@ async def open_stream(
     client: httpx.AsyncClient,
     request: ProviderRequest,
     *,
-    max_retries: int = 0,
-    max_retry_delay: float | None = None,
-    sleep: Sleep = asyncio.sleep,
     timeout: float | None = None,  # noqa: ASYNC109 - httpx per-request timeout, not a deadline
 ) -> OpenedStream:
-    """Send `request` and return the open 2xx response, retrying retryable statuses.
+    """Send `request` once and return the open 2xx response.
 
-    Raises `ProviderHTTPStatus` for a final non-2xx answer (body read, connection closed) and
-    httpx transport errors unchanged.
+    Raises `ProviderHTTPStatus` for a non-2xx answer (body read, connection released) and httpx
+    transport errors unchanged. Retrying is not done here: the one retry loop
+    (`picontext.ai.retrying`) decides, for every caller.
     """
-    attempt = 0
-    while True:
-        extra: dict[str, Any] = {}
-        if timeout is not None:
-            extra["timeout"] = timeout
-        # Encoded here, not by httpx: its UTF-8 encoder refuses lone surrogates, which a reply
-        # can hold (JavaScript slicing) and which JSON.stringify writes as \udXXX escapes.
-        headers = dict(request.headers)
-        if not any(name.lower() == "content-type" for name in headers):
-            headers["content-type"] = "application/json"
-        cm = client.stream(request.method, request.url, headers=headers, content=_json.dumps(request.body), **extra)
-        response = await cm.__aenter__()
-        if response.status_code < 400:
-            return OpenedStream(response, cm)
-        try:
-            raw = await response.aread()
-        finally:
-            await cm.__aexit__(None, None, None)
-        err = ProviderHTTPStatus(response.status_code, raw.decode("utf-8", "replace"), response.headers)
-        if attempt >= max_retries or not is_retryable_status(err.status, err.headers):
-            raise err
-        await sleep(retry_delay(err, attempt, max_retry_delay))
-        attempt += 1
+    extra: dict[str, Any] = {}
+    if timeout is not None:
+        extra["timeout"] = timeout
+    # Encoded here, not by httpx: its UTF-8 encoder refuses lone surrogates, which a reply
+    # can hold (JavaScript slicing) and which JSON.stringify writes as \udXXX escapes.
+    headers = dict(request.headers)
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["content-type"] = "application/json"
+    cm = client.stream(request.method, request.url, headers=headers, content=_json.dumps(request.body), **extra)
+    response = await cm.__aenter__()
+    if response.status_code < 400:
+        note_response(None)
+        return OpenedStream(response, cm)
+    try:
+        raw = await response.aread()
+    finally:
+        await cm.__aexit__(None, None, None)
+    note_response(response.headers)
+    raise ProviderHTTPStatus(response.status_code, raw.decode("utf-8", "replace"), response.headers)
 
 
 def default_client() -> httpx.AsyncClient:

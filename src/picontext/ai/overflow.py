@@ -35,6 +35,7 @@ __all__ = [
     "is_context_overflow",
     "is_recoverable_length",
     "matching_overflow_pattern",
+    "reports_usage",
 ]
 
 # JavaScript's `\s` (WhiteSpace + LineTerminator), and its `.` without the `s` flag.
@@ -250,6 +251,16 @@ def is_recoverable_length(message: Mapping[str, Any], desired_max_output: int | 
     usage = message.get("usage")
     output = usage.get("output") if isinstance(usage, Mapping) else None
     return isinstance(output, int | float) and _is_number(output) and output < desired_max_output
+
+
+def reports_usage(message: Mapping[str, Any]) -> bool:
+    """True when the reply carries token counts. Ours: a server that sends no usage in streams
+    (llama.cpp) leaves every count 0, so `is_recoverable_length` would read every `length` stop
+    at the output cap as context pressure (0 < maxTokens) and compact and retry each time."""
+    usage = message.get("usage")
+    if not isinstance(usage, Mapping):
+        return False
+    return any(_is_number(usage.get(k)) and usage.get(k) for k in ("input", "output", "cacheRead", "totalTokens"))
 
 
 def _is_number(value: object) -> bool:

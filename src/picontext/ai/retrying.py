@@ -1,54 +1,116 @@
-"""The retry loop: one model call, retried on transient errors with exponential back-off.
+"""The one retry loop: every caller that retries a model call uses the pieces in this module.
 
-`complete_with_retry(model, context, options, policy=...)` mirrors Pi `retryAssistantCall`
-(pi-ai utils/retry.ts) with the session's classification (`AgentSession._isRetryableError`):
+Callers: `complete_with_retry` (summaries, `picontext.compaction.completion.StreamCompletion`,
+evaluations) and the agent session's `RetryRuntime` (picontext.agent.retries), which cannot
+wrap a call because a failed turn is persisted, omitted and re-run by the agent loop. Both
+decide with `plan_retry` and wait with `sleep_unless_aborted`; the provider driver itself
+(`_http.open_stream`) never retries.
 
-* a reply that is not an error (stop / length / toolUse) is returned at once;
-* an aborted reply is returned at once and never retried;
-* an error is retried only when `is_retryable_error(message, model["contextWindow"])` says it is
+`plan_retry(policy, attempt, message, context_window, retry_after_s)`:
+
+* a reply that is not an error is never retried; an aborted reply neither;
+* an error is retried only when `is_retryable_error(message, context_window)` says it is
   transient: a context overflow never is (it goes to compaction), nor are quota/billing errors;
-* retry number n waits `retry_delay_ms(policy, n)` (base × 2^(n−1), capped by
+* retry number n waits `retry_delay_ms(policy, n)` (base x 2^(n-1), capped by
   `policy.max_agent_delay_ms`), or the server's `retry-after` / `retry-after-ms` when the failed
-  HTTP response carried one. A server delay above the cap is not waited out: the loop stops and
-  returns the error, its text extended with "Server requested Ns retry delay (max: Ms)";
-* at most `policy.max_retries` retries; when they are used up the last error message is returned;
-* an abort during the back-off ends the wait at once and returns the failed reply as "aborted".
+  HTTP response carried one (read through `_http.capture_retry_after`). A server delay above the
+  cap is not waited out: the loop stops, the error text extended with "Server requested Ns
+  retry delay (max: Ms)";
+* at most `policy.max_retries` retries.
+
+Every wait is announced before it starts (`RetryWait`: attempt, delay, whether the server asked
+for it, the error), so a user sees why nothing happens: the agent emits `auto_retry_start`,
+summaries `summarization_retry_scheduled`, print mode writes one line on stderr for each.
 
 `sleep` is injectable (seconds, like `asyncio.sleep`); tests pass a recorder and never sleep.
 
-`complete_summarization(...)` is the same loop for summary requests (spec 02 §7.5): no prompt
-cache writes (`cache_retention="none"`) and a fresh session/routing id on every call.
-
-Retry-After is read from the failed response's headers through an httpx response hook on the
-client the request uses (our own client when `options.client` is None, else the hook is added
-once to the given client); the finished message itself carries no header data, so nothing about
-it reaches a session file.
+`complete_summarization(...)` is `complete_with_retry` for summary requests (spec 02 §7.5): no
+prompt cache writes (`cache_retention="none"`) and a fresh session/routing id on every call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import math
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from picontext.ai._http import default_client, parse_retry_after
+from picontext.ai._http import RetryAfterSink, capture_retry_after, default_client
 from picontext.ai.event_stream import AbortSignal, AssistantMessageStream
 from picontext.ai.models import Model
 from picontext.ai.providers._base import ABORTED_TEXT, Context, StreamOptions, fail, new_output
-from picontext.ai.retry import RetryPolicy, is_retryable_error, retry_delay_ms
+from picontext.ai.retry import DEFAULT_MAX_AGENT_RETRY_DELAY_MS, RetryPolicy, is_retryable_error, retry_delay_ms
 from picontext.ai.types import AssistantMessage
 
-__all__ = ["RetryCallbacks", "complete_summarization", "complete_with_retry", "summarization_options"]
+__all__ = [
+    "RetryAfterSink",
+    "RetryCallbacks",
+    "RetryPlan",
+    "RetryWait",
+    "capture_retry_after",
+    "complete_summarization",
+    "complete_with_retry",
+    "plan_retry",
+    "sleep_unless_aborted",
+    "summarization_options",
+]
 
 Sleep = Callable[[float], Awaitable[None]]
 StreamFn = Callable[[Model, Context, StreamOptions], AssistantMessageStream]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryWait:
+    """One announced wait before retry number `attempt` (1-based) of at most `max_attempts`."""
+
+    attempt: int
+    max_attempts: int
+    delay_ms: float
+    error_message: str
+    server_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """What to do after a failed reply: `wait` before retrying, or stop (`wait` None) with
+    `final_error` as the error text to report (the original, or extended by the delay cap)."""
+
+    wait: RetryWait | None
+    final_error: str
+
+
+def plan_retry(
+    policy: RetryPolicy,
+    attempt: int,
+    message: Mapping[str, Any],
+    *,
+    context_window: int | None = None,
+    retry_after_s: float | None = None,
+) -> RetryPlan | None:
+    """The decision after reply `message` when `attempt` retries were already made.
+
+    None: `message` is not a transient error (a success, an abort, an overflow, a quota error):
+    nothing to retry. Otherwise a `RetryPlan` (see the module docstring).
+    """
+    if message.get("stopReason") != "error" or not is_retryable_error(message, context_window):
+        return None
+    error_text = str(message.get("errorMessage") or "Unknown error")
+    max_attempts = policy.max_retries if policy.enabled else 0
+    if attempt >= max_attempts:
+        return RetryPlan(None, error_text)
+    delay_ms = float(retry_delay_ms(policy, attempt + 1))
+    if retry_after_s is not None:
+        cap_ms = policy.max_agent_delay_ms
+        cap_ms = DEFAULT_MAX_AGENT_RETRY_DELAY_MS if cap_ms is None else cap_ms
+        if cap_ms > 0 and retry_after_s * 1000 > cap_ms:
+            note = f"Server requested {math.ceil(retry_after_s)}s retry delay (max: {math.ceil(cap_ms / 1000)}s)."
+            return RetryPlan(None, f"{error_text} {note}")
+        delay_ms = retry_after_s * 1000
+    wait = RetryWait(attempt + 1, max_attempts, delay_ms, error_text, retry_after_s is not None)
+    return RetryPlan(wait, error_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,25 +135,6 @@ async def _call(fn: Callable[..., Any] | None, *args: Any) -> None:
         await result
 
 
-# -- retry-after capture -------------------------------------------------------------------------------
-
-_SINK: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar("picontext_retry_after", default=None)
-
-
-async def _record_retry_after(response: httpx.Response) -> None:
-    sink = _SINK.get()
-    if sink is not None and response.status_code >= 400:
-        sink.append(parse_retry_after(response.headers))
-
-
-def _install_hook(client: httpx.AsyncClient) -> None:
-    hooks = client.event_hooks
-    responses = list(hooks.get("response", []))
-    if _record_retry_after not in responses:
-        responses.append(_record_retry_after)
-        client.event_hooks = {**hooks, "response": responses}
-
-
 # -- the loop --------------------------------------------------------------------------------------------
 
 
@@ -108,7 +151,9 @@ async def complete_with_retry(
     """The final assistant message of a call retried per `policy` (see the module docstring).
 
     Never raises for a model-side failure (a missing key is still a `ConfigError` from the first
-    `stream()` call). `sleep` defaults to `options.sleep`, then `asyncio.sleep`.
+    `stream()` call). `sleep` defaults to `options.sleep`, then `asyncio.sleep`. Without
+    `options.client`, one client serves every attempt (the connection is reused) and is closed
+    at the end.
     """
     if stream_fn is None:
         from picontext.ai.stream import stream as default_stream
@@ -118,13 +163,11 @@ async def complete_with_retry(
     policy = policy or RetryPolicy()
     nap: Sleep = sleep if sleep is not None else opts.sleep
     signal = opts.signal
-    max_attempts = policy.max_retries if policy.enabled else 0
     callbacks = callbacks or RetryCallbacks()
+    window = model.get("contextWindow")
 
     own_client = opts.client is None
     client = default_client() if own_client else opts.client
-    assert client is not None
-    _install_hook(client)
     opts = dataclasses.replace(opts, client=client)
 
     attempt = 0
@@ -138,44 +181,31 @@ async def complete_with_retry(
                 if attempt:
                     await _call(callbacks.on_retry_finished, False, attempt, last_error)
                 return output
-            sink: list[float | None] = []
-            token = _SINK.set(sink)
-            try:
+            with capture_retry_after() as sink:
                 message = await stream_fn(model, context, opts).result()
-            finally:
-                _SINK.reset(token)
-            reason = message["stopReason"]
-            if reason != "error":
+            plan = plan_retry(policy, attempt, message, context_window=window, retry_after_s=sink.take())
+            if plan is None or plan.wait is None:
+                final = plan.final_error if plan is not None else message.get("errorMessage")
                 if attempt:
-                    await _call(callbacks.on_retry_finished, reason != "aborted", attempt, None)
+                    ok = message["stopReason"] not in ("error", "aborted")
+                    await _call(callbacks.on_retry_finished, ok, attempt, None if ok else final)
+                if final is not None and final != message.get("errorMessage"):
+                    return {**message, "errorMessage": final}
                 return message
-            error_text = message.get("errorMessage") or "Unknown error"
-            if attempt >= max_attempts or not is_retryable_error(message, model.get("contextWindow")):
-                if attempt:
-                    await _call(callbacks.on_retry_finished, False, attempt, error_text)
-                return message
-            attempt += 1
-            last_error = error_text
-            delay_ms = float(retry_delay_ms(policy, attempt))
-            server_s = next((s for s in reversed(sink) if s is not None), None)
-            if server_s is not None:
-                cap_ms = policy.max_agent_delay_ms if policy.max_agent_delay_ms is not None else 60_000
-                if cap_ms > 0 and server_s * 1000 > cap_ms:
-                    note = f"Server requested {math.ceil(server_s)}s retry delay (max: {math.ceil(cap_ms / 1000)}s)."
-                    await _call(callbacks.on_retry_finished, False, attempt, error_text)
-                    return {**message, "errorMessage": f"{error_text} {note}"}
-                delay_ms = server_s * 1000
-            await _call(callbacks.on_retry_scheduled, attempt, max_attempts, delay_ms, error_text)
-            if not await _sleep_unless_aborted(nap, delay_ms / 1000, signal):
+            wait = plan.wait
+            attempt, last_error = wait.attempt, wait.error_message
+            await _call(callbacks.on_retry_scheduled, wait.attempt, wait.max_attempts, wait.delay_ms,
+                        wait.error_message)
+            if not await sleep_unless_aborted(nap, wait.delay_ms / 1000, signal):
                 await _call(callbacks.on_retry_finished, False, attempt, last_error)
                 return {**message, "stopReason": "aborted", "errorMessage": ABORTED_TEXT}
             await _call(callbacks.on_retry_attempt_start)
     finally:
-        if own_client:
+        if own_client and client is not None:
             await client.aclose()
 
 
-async def _sleep_unless_aborted(nap: Sleep, seconds: float, signal: AbortSignal | None) -> bool:
+async def sleep_unless_aborted(nap: Sleep, seconds: float, signal: AbortSignal | None) -> bool:
     """Sleep `seconds`; False as soon as `signal` fires (before or during the wait)."""
     if signal is None:
         await nap(seconds)

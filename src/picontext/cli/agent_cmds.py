@@ -91,6 +91,7 @@ async def _run(session: AgentSession, text: str) -> None:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        await session.aclose()
 
 
 def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow_failed: bool = False) -> int:
@@ -147,6 +148,8 @@ class TextPrinter:
                 self._open_line = False
         elif kind == "tool_execution_start":
             self._note(f"[{event['toolName']}] {_short_args(event['args'])}")
+        elif kind in ("auto_retry_start", "summarization_retry_scheduled"):
+            self._note(retry_wait_line(event))
         else:
             self._compaction_note(event)  # type: ignore[arg-type]
 
@@ -177,6 +180,15 @@ class TextPrinter:
                 self._note(f"picontext: compacted{numbers}{again}")
         elif kind == "compaction_skipped":
             self._note(f"picontext: {event.get('message') or 'compaction skipped'}")
+
+
+def retry_wait_line(event: Any) -> str:
+    """One line announcing a retry wait: why, how long, which attempt, and who chose the delay."""
+    what = "summary request" if event["type"] == "summarization_retry_scheduled" else "request"
+    who = "as the server asked" if event.get("serverRequested") else "back-off"
+    error = str(event.get("errorMessage") or "").splitlines()[0][:200] if event.get("errorMessage") else "error"
+    return (f"picontext: {what} failed ({error}); retrying in {float(event['delayMs']) / 1000:g}s "
+            f"({who}, attempt {event['attempt']}/{event['maxAttempts']})")
 
 
 class JsonPrinter:

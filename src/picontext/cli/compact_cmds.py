@@ -37,7 +37,10 @@ def register(sub: Any) -> None:
                                    "picontext compact FILE --strategy mask"))
     add_file_argument(p)
     p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
-    p.add_argument("--model", help="summarizing model as provider/id (needed by the summary strategies)")
+    p.add_argument("--model", help="model as provider/id: picks per-model settings, and writes the summary unless "
+                                   "--summary-model or compaction.model names another")
+    p.add_argument("--summary-model", metavar="PROVIDER/ID",
+                   help="the model that writes the summary (default: compaction.model, else --model)")
     p.add_argument("--instructions", help="extra focus for the summary")
     p.add_argument("--strategy", choices=STRATEGIES, default="summary",
                    help="summary (Pi's behaviour, default), mask (no model), or mask-then-summary")
@@ -66,15 +69,13 @@ def _write_json(value: Any) -> None:
 
 
 def _completion(model_ref: str | None) -> Any:
-    """A `StreamCompletion` for `--model`, with its key checked now (one line, exit 2 when missing)."""
+    """A `StreamCompletion` for the summarizing model, with its key checked now (one line, exit 2
+    when missing)."""
     if model_ref is None:
         return None
-    from picontext.ai.auth import require_api_key
-    from picontext.ai.models import default_catalog
-    from picontext.compaction.completion import StreamCompletion
+    from picontext.compaction.summary_model import summary_completion
 
-    model = default_catalog().get(model_ref)
-    return StreamCompletion(model, api_key=require_api_key(model["provider"], model=model))
+    return summary_completion(model_ref)
 
 
 def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
@@ -128,13 +129,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.dry_run:
         return _dry_run(args, settings_for)
-    if args.strategy != "mask" and model_ref is None:
-        raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
-    completion = _completion(model_ref)
     where = check_session(args.file)  # one-line errors before anything is opened for writing
     if store_url() is None:
         args.file = where  # an id, a prefix or nothing named this file
     manager = open_session(args.file)
+    summary_ref = args.summary_model or settings_for(manager.get_cwd()).model or model_ref
+    if args.strategy != "mask" and summary_ref is None:
+        raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
+    completion = _completion(summary_ref) if args.strategy != "mask" else None
     if args.leaf is not None and manager.get_entry(args.leaf) is None:
         raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")
     settings = settings_for(manager.get_cwd())

@@ -265,6 +265,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     by_role: Counter[str] = Counter()
     buckets: dict[str, dict[str, float]] = {"assistant": {}, "toolNested": {}, "usageEntries": {},
                                             "compaction": {}, "branchSummary": {}}
+    compactions: list[dict[str, Any]] = []
     for entry in session.entries:
         kind = str(field_of(entry, "type"))
         by_type[kind] += 1
@@ -279,6 +280,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             _add_usage(buckets["usageEntries"], entry.get("usage"))
         elif kind == "compaction":
             _add_usage(buckets["compaction"], entry.get("usage"))
+            compactions.append(_compaction_cost(entry))
         elif kind == "branch_summary":
             _add_usage(buckets["branchSummary"], entry.get("usage"))
     total: dict[str, float] = {}
@@ -286,7 +288,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for key, value in bucket.items():
             total[key] = total.get(key, 0) + value
     result = {"file": session.path, "entries": len(session.entries), "byType": dict(by_type),
-              "messagesByRole": dict(by_role), "usage": buckets, "total": total}
+              "messagesByRole": dict(by_role), "usage": buckets, "total": total, "compactions": compactions}
     if args.json:
         _write_json(result)
         return 0
@@ -303,4 +305,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
         out.print(f"{name:<16}{_count(bucket.get('input', 0)):>12}{_count(bucket.get('output', 0)):>10}"
                   f"{_count(bucket.get('cacheRead', 0)):>12}{_count(bucket.get('cacheWrite', 0)):>12}"
                   f"{bucket.get('cost', 0):>10.4f}")
+    if compactions:
+        out.print(Text(f"{'compactions':<16}{'input':>12}{'output':>10}{'cacheRead':>12}{'cacheWrite':>12}"
+                       f"{'cost $':>10}  summary model", style="bold"))
+        for c in compactions:
+            out.print(f"{str(c['id'])[:16]:<16}{int(c['input']):>12,}{int(c['output']):>10,}{int(c['cacheRead']):>12,}"
+                      f"{int(c['cacheWrite']):>12,}{c['cost']:>10.4f}  {c['summaryModel'] or '?'}")
     return 0
+
+
+def _compaction_cost(entry: dict[str, Any]) -> dict[str, Any]:
+    """One compaction's summary cost: its `usage` and the model that wrote it (`details.summaryModel`)."""
+    bucket: dict[str, float] = {}
+    _add_usage(bucket, entry.get("usage"))
+    details = entry.get("details")
+    model = details.get("summaryModel") if isinstance(details, dict) else None
+    return {"id": field_of(entry, "id"), "summaryModel": model if isinstance(model, str) else None,
+            **{k: bucket.get(k, 0) for k in ("input", "output", "cacheRead", "cacheWrite", "cost")}}

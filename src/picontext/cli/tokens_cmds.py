@@ -3,7 +3,12 @@
 `--json` prints `{"estimate": <Pi estimateContextTokens of the context messages>, "perMessage":
 [<Pi estimateTokens of each context message>]}`: the reference's numbers, key for key. The text
 output adds the staleness-aware estimate (Pi estimateProjectedContextTokens), which is what
-compaction decisions use.
+compaction decisions use, and how far chars/4 was from what the provider reported.
+
+`--accuracy` compares, at every reply that reported usage, what chars/4 predicted (the previous
+usage + chars/4 of the messages since) and what the per-model learned ratio predicted
+(`picontext.compaction.calibration`) with the reported number; `--accuracy --json` prints
+`{"rows": [...], "summary": {...}}`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from picontext import _json
 from picontext.cli import render
 from picontext.cli.loading import add_file_argument, load_session
 from picontext.cli.main import described
+from picontext.compaction.calibration import accuracy, summarize_accuracy
 from picontext.compaction.tokens import (
     estimate_context_tokens,
     estimate_projected_context_tokens,
@@ -34,6 +40,8 @@ def register(sub: Any) -> None:
     add_file_argument(p)
     p.add_argument("--leaf", help="entry id to measure the branch of (default: the file's last entry)")
     p.add_argument("--json", action="store_true", help='print {"estimate": ..., "perMessage": [...]} as JSON')
+    p.add_argument("--accuracy", action="store_true",
+                   help="estimate vs reported prompt tokens at every usage report, chars/4 and calibrated")
     p.set_defaults(handler=cmd_tokens)
 
 
@@ -43,6 +51,8 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     projection = build_session_projection(session.entries, leaf, session.by_id)
     per_message = [estimate_tokens(m) for m in projection.messages]
     estimate = estimate_context_tokens(projection.messages)
+    if args.accuracy:
+        return _accuracy(args, projection.messages)
     if args.json:
         sys.stdout.buffer.write(_json.dumps({"estimate": estimate, "perMessage": per_message}) + b"\n")
         sys.stdout.flush()
@@ -53,9 +63,14 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     anchor = estimate["lastUsageIndex"]
     if anchor is None:
         how = "no usable assistant usage: pure chars/4 estimate"
+        if any(_reports_no_usage(m) for m in projection.messages):
+            how = "estimated: the model server reported no token usage (pure chars/4 estimate)"
     else:
         how = f"usage {estimate['usageTokens']} at message {anchor} + {estimate['trailingTokens']} estimated after it"
     out.print(Text(f"{estimate['tokens']} tokens · {len(projection.messages)} messages · {how}", style="bold"))
+    summary = summarize_accuracy(accuracy(projection.messages))
+    if summary["samples"]:
+        out.print(_accuracy_line(summary))
     if projected["tokens"] != estimate["tokens"] or projected["lastUsageIndex"] != anchor:
         out.print(f"staleness-aware: {projected['tokens']} tokens (the usage predates a context edit or compaction)")
     index = 0
@@ -70,4 +85,40 @@ def cmd_tokens(args: argparse.Namespace) -> int:
                 line.append("  ← usage anchor", style="bold")
             out.print(line)
             index += 1
+    return 0
+
+
+def _reports_no_usage(message: Any) -> bool:
+    """A finished reply whose usage is all zero: its server sends no usage (e.g. llama.cpp streams)."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return False
+    if message.get("stopReason") in ("error", "aborted"):
+        return False
+    usage = message.get("usage") or {}
+    return not any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
+
+
+def _accuracy_line(summary: dict[str, Any]) -> str:
+    n = summary["samples"]
+    return (f"estimate vs reported over {n} usage reports: chars/4 within ±15% on {summary['within']}/{n} "
+            f"(median error {summary['medianError']:.1%}, trailing part {summary['medianTrailingError']:.1%}); "
+            f"calibrated within ±15% on {summary['calibratedWithin']}/{n} "
+            f"(median {summary['medianCalibratedError']:.1%}, "
+            f"trailing part {summary['medianCalibratedTrailingError']:.1%})")
+
+
+def _accuracy(args: argparse.Namespace, messages: list[Any]) -> int:
+    rows = accuracy(messages)
+    summary = summarize_accuracy(rows)
+    if args.json:
+        sys.stdout.buffer.write(_json.dumps({"rows": rows, "summary": summary}) + b"\n")
+        sys.stdout.flush()
+        return 0
+    out = render.console()
+    out.print(Text(f"{'msg':>5} {'reported':>10} {'chars/4':>10} {'error':>8} {'calibrated':>11} {'error':>8} "
+                   f"{'ratio':>7}  model", style="bold"))
+    for r in rows:
+        out.print(f"{r['index']:>5} {r['reported']:>10} {r['estimate']:>10} {r['error']:>8.1%} {r['calibrated']:>11} "
+                  f"{r['calibratedError']:>8.1%} {r['ratio']:>7.3f}  {r['model']}")
+    out.print(_accuracy_line(summary) if rows else "no two consecutive usage reports of one model: nothing to compare")
     return 0

@@ -36,10 +36,12 @@ from typing import Any, Literal
 from picontext.compaction.completion import Completion
 from picontext.compaction.mask import apply_masks, plan_masks
 from picontext.compaction.prepare import prepare_compaction
+from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.summarize import SummaryResult, summarize_preparation
+from picontext.compaction.summary_model import summarizer_ref, with_summary_model
 from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
-from picontext.errors import ConfigError, NothingToCompact, SessionChanged, StaleSessionError
+from picontext.errors import ConfigError, NothingToCompact, SessionChanged, StaleSessionError, SummaryAborted
 from picontext.session.projection import field_of
 from picontext.session.system_prompt import get_current_system_message
 
@@ -104,21 +106,46 @@ def _nothing_reason(path: list[Any]) -> str:
     return "Nothing to compact (session too small)"
 
 
-async def _summarize(manager: Any, completion: Completion | None, settings: CompactionSettings,
-                     instructions: str | None, thinking_level: str | None, signal: Any,
-                     verify: bool) -> tuple[SummaryResult, str]:
-    path = manager.get_branch()
+def _plan(manager: Any, path: list[Any], settings: CompactionSettings, instructions: str | None,
+          model_ref: str | None) -> tuple[Any, CompactionSettings, str | None, str | None]:
+    """(preparation, settings, instructions, span id): a pending span when `resumable` finds one
+    (resumed with its own settings and instructions), else a new plan (recorded when resumable)."""
+    if settings.resumable:
+        pending = find_pending_span(path)
+        if pending is not None:
+            prep = resume_preparation(path, pending)
+            if prep is not None:
+                return prep, pending.settings, pending.instructions, pending.entry_id
+            end_span(manager, pending.entry_id, "invalid")
+            path = manager.get_branch()
     prep = prepare_compaction(path, settings)
     if prep is None:
         raise NothingToCompact(_nothing_reason(path))
+    span_id = None
+    if settings.resumable:
+        span_id = record_span(manager, prep, settings, reason="manual", instructions=instructions, model=model_ref)
+    return prep, settings, instructions, span_id
+
+
+async def _summarize(manager: Any, completion: Completion | None, settings: CompactionSettings,
+                     instructions: str | None, thinking_level: str | None, signal: Any,
+                     verify: bool) -> tuple[SummaryResult, str]:
     if completion is None:
         raise ConfigError("the summary strategy needs a model (--model provider/id)")
-    result = await summarize_preparation(prep, completion, reserve_tokens=settings.reserve_tokens,
-                                         instructions=instructions, thinking_level=thinking_level,
-                                         signal=signal, verify=verify)
+    model_ref = summarizer_ref(completion)
+    prep, settings, instructions, span_id = _plan(manager, manager.get_branch(), settings, instructions, model_ref)
+    try:
+        result = await summarize_preparation(prep, completion, reserve_tokens=settings.reserve_tokens,
+                                             instructions=instructions, thinking_level=thinking_level,
+                                             signal=signal, verify=verify)
+    except BaseException as exc:
+        if span_id is not None and isinstance(exc, Exception):
+            end_span(manager, span_id, "aborted" if isinstance(exc, SummaryAborted) else "failed")
+        raise
+    details = with_summary_model(span_details(result.details, span_id), model_ref)
     async with _append_guard(manager):
         entry_id = manager.append_compaction(result.summary, result.first_kept_entry_id, result.tokens_before,
-                                             result.details, usage=result.usage)
+                                             details, usage=result.usage)
     return result, entry_id
 
 

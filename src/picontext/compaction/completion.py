@@ -5,7 +5,7 @@ most N tokens and give me the final assistant message". `Completion` is that con
 provider can serve and tests script replies with a few lines of Python (see
 `ScriptedCompletion`). `StreamCompletion` adapts it to `picontext.ai.stream`, adding what spec 02
 §7.5 asks of every summarization request: no prompt-cache writes, a fresh routing id, and retries
-of transient errors with the session's back-off.
+of transient errors through the one retry loop (`picontext.ai.retrying`).
 
 Contract of `Completion.__call__`: never raise for a model-side failure; return the assistant
 message with `stopReason` "error"/"aborted"/"length" instead (Pi's stream contract). Raising is
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.models import Model
-from picontext.ai.retry import RetryPolicy, is_retryable_assistant_error
+from picontext.ai.retry import RetryPolicy
+from picontext.ai.retrying import RetryCallbacks, complete_with_retry
 from picontext.ai.types import empty_usage
 
 if TYPE_CHECKING:
@@ -153,9 +154,10 @@ class ScriptedCompletion:
 class StreamCompletion:
     """`Completion` over `picontext.ai.stream` for one catalog model.
 
-    Every request sets `cache_retention="none"` and a fresh session id; failed replies whose
-    error is transient (`is_retryable_assistant_error`) are retried with `retry` back-off (Pi
-    `completeSummarization`, spec 02 §7.5). An aborted reply is never retried.
+    Every request sets `cache_retention="none"` and a fresh session id, and goes through the one
+    retry loop (`picontext.ai.retrying.complete_with_retry`): transient errors are retried with
+    the `retry` back-off or the server's Retry-After, each wait announced through `callbacks`
+    (Pi `completeSummarization`, spec 02 §7.5). An aborted reply is never retried.
     """
 
     def __init__(
@@ -167,6 +169,7 @@ class StreamCompletion:
         stream_fn: Callable[..., Any] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client: Any = None,
+        callbacks: RetryCallbacks | None = None,
     ) -> None:
         self.model = model
         self.context_window = int(model.get("contextWindow") or 0)
@@ -176,6 +179,7 @@ class StreamCompletion:
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._client = client
+        self._callbacks = callbacks
         if stream_fn is None:
             from picontext.ai.stream import stream as default_stream
 
@@ -197,14 +201,7 @@ class StreamCompletion:
             client=self._client,
         )
         context = cast("Context", {"systemPrompt": system_prompt, "messages": list(messages), "tools": []})
-        attempt = 0
-        while True:
-            message: dict[str, Any] = await self._stream(self.model, context, stream_options).result()  # type: ignore[assignment]
-            if message.get("stopReason") != "error" or not is_retryable_assistant_error(message):
-                return message
-            attempt += 1
-            if not self._retry.allows(attempt):
-                return message
-            await self._sleep(self._retry.delay_ms(attempt) / 1000)
-            if options.signal is not None and options.signal.aborted:
-                return {**message, "stopReason": "aborted", "errorMessage": "Request was aborted"}
+        return await complete_with_retry(  # type: ignore[return-value]
+            self.model, context, stream_options,
+            policy=self._retry, sleep=self._sleep, callbacks=self._callbacks, stream_fn=self._stream,
+        )

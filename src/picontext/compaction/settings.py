@@ -7,7 +7,10 @@ Files use Pi's settings.json keys, so a Pi file can be copied over unchanged:
 
     {"compaction": {"enabled": true, "reserveTokens": 16384, "keepRecentTokens": 20000,
                     "modelOverrides": {"<provider>/<modelId>": {"reserveTokens": ..., "keepRecentTokens": ...}},
-                    "exactSplitTurns": false},
+                    "exactSplitTurns": false,
+                    # picontext's own, all off unless set (docs/compaction.md "Beyond Pi"):
+                    "backgroundTokens": 0, "resumable": false, "model": null, "calibrateTokens": false,
+                    "loopGuard": true},
      "branchSummary": {"reserveTokens": 16384, "skipPrompt": false}}
 
 Precedence is the reference's (spec 02 §3.2-3.3): the project file is deep-merged over the global
@@ -45,12 +48,25 @@ class CompactionSettings:
     `exact_split_turns` is picontext's opt-in planning improvement (spec 02 §11.7, see
     docs/divergences.md "Compaction planning"): a cut whose first context-visible kept entry
     starts a turn is not a split turn, even when metadata before it travels with the kept part.
+
+    The rest are picontext's own and off by default (the reference has none of them):
+    `background_tokens` (> 0: start summarizing in the background above this many tokens),
+    `resumable` (persist the chosen span before the summary request, resume it after a crash),
+    `model` (`"provider/id"` of the summarizing model; None = the session's model),
+    `calibrate_tokens` (learn reported/estimated token ratios per model for the trigger).
+    `loop_guard` (on by default, like the rest of the anti-thrash rules) refuses a compaction of
+    the span the previous one already summarized and stops a run of compactions that free nothing.
     """
 
     enabled: bool = True
     reserve_tokens: int = 16384
     keep_recent_tokens: int = 20000
     exact_split_turns: bool = False
+    background_tokens: int = 0
+    resumable: bool = False
+    model: str | None = None
+    calibrate_tokens: bool = False
+    loop_guard: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The reference's object (`{enabled, reserveTokens, keepRecentTokens}`), plus opt-ins when on."""
@@ -58,6 +74,16 @@ class CompactionSettings:
                                "keepRecentTokens": self.keep_recent_tokens}
         if self.exact_split_turns:
             out["exactSplitTurns"] = True
+        if self.background_tokens:
+            out["backgroundTokens"] = self.background_tokens
+        if self.resumable:
+            out["resumable"] = True
+        if self.model is not None:
+            out["model"] = self.model
+        if self.calibrate_tokens:
+            out["calibrateTokens"] = True
+        if not self.loop_guard:
+            out["loopGuard"] = False
         return out
 
     @classmethod
@@ -70,6 +96,11 @@ class CompactionSettings:
             reserve_tokens=_as_int(value.get("reserveTokens", default.reserve_tokens)),
             keep_recent_tokens=_as_int(value.get("keepRecentTokens", default.keep_recent_tokens)),
             exact_split_turns=bool(value.get("exactSplitTurns", default.exact_split_turns)),
+            background_tokens=_as_int(value.get("backgroundTokens", default.background_tokens)),
+            resumable=bool(value.get("resumable", default.resumable)),
+            model=value.get("model", default.model),
+            calibrate_tokens=bool(value.get("calibrateTokens", default.calibrate_tokens)),
+            loop_guard=bool(value.get("loopGuard", default.loop_guard)),
         )
 
 
@@ -123,11 +154,21 @@ def _check_bool(container: Mapping[str, Any], name: str, source: str, prefix: st
         raise _bad(source, f"{prefix}.{name}", container[name], "true or false")
 
 
+def _check_model_ref(container: Mapping[str, Any], source: str, prefix: str) -> None:
+    value = container.get("model")
+    if "model" in container and value is not None and not (
+        isinstance(value, str) and "/" in value and value.split("/", 1)[0] and value.split("/", 1)[1]
+    ):
+        raise _bad(source, f"{prefix}.model", value, 'a model as "provider/modelId", or null')
+
+
 def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> None:
-    _check_bool(section, "enabled", source, prefix)
-    _check_bool(section, "exactSplitTurns", source, prefix)
+    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard"):
+        _check_bool(section, name, source, prefix)
     _check_int(section, "reserveTokens", source, prefix)
     _check_int(section, "keepRecentTokens", source, prefix)
+    _check_int(section, "backgroundTokens", source, prefix)
+    _check_model_ref(section, source, prefix)
     overrides = section.get("modelOverrides")
     if overrides is None:
         return
@@ -139,6 +180,8 @@ def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> N
             raise _bad(source, where, entry, "an object with reserveTokens and/or keepRecentTokens")
         _check_int(entry, "reserveTokens", source, where)
         _check_int(entry, "keepRecentTokens", source, where)
+        _check_int(entry, "backgroundTokens", source, where)
+        _check_model_ref(entry, source, where)
 
 
 def validate_settings(data: Any, source: str) -> dict[str, Any]:
@@ -227,11 +270,18 @@ class Settings:
             return fallback
 
         enabled = section.get("enabled")
+        model = override["model"] if "model" in override else section.get("model")
+        loop_guard = section.get("loopGuard")
         return CompactionSettings(
             enabled=default.enabled if enabled is None else bool(enabled),
             reserve_tokens=pick("reserveTokens", default.reserve_tokens),
             keep_recent_tokens=pick("keepRecentTokens", default.keep_recent_tokens),
             exact_split_turns=bool(section.get("exactSplitTurns", False)),
+            background_tokens=pick("backgroundTokens", default.background_tokens),
+            resumable=bool(section.get("resumable", False)),
+            model=model if isinstance(model, str) else None,
+            calibrate_tokens=bool(section.get("calibrateTokens", False)),
+            loop_guard=True if loop_guard is None else bool(loop_guard),
         )
 
     def branch_summary(self) -> BranchSummarySettings:

@@ -18,6 +18,8 @@ Each request consumes the next step of the script. Steps are built with helpers:
     text("abc").drop_after(2)                    # connection dropped after 2 SSE frames
     text("abc").hold_after(1, event)             # stream pauses until `event` is set
     text("abc").slow(0.05)                       # delay between frames
+    raw_stream('{"choices": 5}', "not json")     # exactly these data: payloads
+    silent_stream()                              # a 200 stream with no event at all
 
 Every request is recorded (`server.requests`: path, headers, JSON body). A request with no step
 left is answered with a 500 and remembered; `assert_complete()` fails on such unexpected requests
@@ -56,8 +58,10 @@ __all__ = [
     "overflow",
     "overloaded",
     "rate_limit",
+    "raw_stream",
     "reply",
     "server_error",
+    "silent_stream",
     "text",
     "thinking",
     "tokens",
@@ -114,6 +118,8 @@ class Reply:
     status: int = 200
     match: Callable[[RecordedRequest], bool] | None = None
     """Only a request this accepts takes the step; None: the next request, whatever it is."""
+    raw_frames: tuple[bytes, ...] | None = None
+    """Sent instead of the dialect's frames (`raw_stream`, `silent_stream`)."""
 
     def slow(self, delay: float) -> Reply:
         return replace(self, delay=delay)
@@ -184,11 +190,36 @@ def reply(*parts: Reply | Block, usage: Usage | None = None, stop: str | None = 
     return Reply(tuple(blocks), usage or Usage(), stop)
 
 
-def http_error(status: int, body: str | dict[str, Any] | None = "", *, retry_after: float | None = None) -> HttpError:
-    """An error answer with exactly this status and body (dicts are sent as JSON)."""
-    headers = (("retry-after", _num(retry_after)),) if retry_after is not None else ()
+def http_error(
+    status: int,
+    body: str | dict[str, Any] | None = "",
+    *,
+    retry_after: float | None = None,
+    content_type: str | None = None,
+) -> HttpError:
+    """An error answer with exactly this status and body (dicts are sent as JSON); `content_type`
+    replaces application/json (e.g. "text/html" for a proxy's error page)."""
+    headers: tuple[tuple[str, str], ...] = (("retry-after", _num(retry_after)),) if retry_after is not None else ()
+    if content_type is not None:
+        headers += (("content-type", content_type),)
     raw = json.dumps(body) if isinstance(body, dict) else (body or "")
     return HttpError(status, raw, headers)
+
+
+def raw_stream(*data: str, status: int = 200) -> Reply:
+    """A 200 event stream of exactly these `data:` payloads (anything: broken JSON, wrong
+    types), each its own SSE frame, then the end of the stream."""
+    return Reply((), status=status, raw_frames=tuple(_sse_raw(d) for d in data))
+
+
+def silent_stream() -> Reply:
+    """A 200 event stream that ends without a single event (how llama.cpp's server answers a
+    streamed request over its window)."""
+    return Reply((), raw_frames=())
+
+
+def _sse_raw(data: str) -> bytes:
+    return b"".join(b"data: " + line.encode() + b"\n" for line in data.split("\n")) + b"\n"
 
 
 def overflow(status: int | None = None) -> HttpError:
@@ -494,6 +525,8 @@ class RecordedRequest:
     """Header names lower-cased."""
     body: Any
     dialect: str | None
+    peer: tuple[str, int] | None = None
+    """The client's address and port: one per TCP connection (connection reuse is visible here)."""
 
     @property
     def json(self) -> Any:
@@ -522,7 +555,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         dialect = dialect_for_path(self.path)
         owner = self.server.owner
-        req = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, dialect)
+        req = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, dialect,
+                              tuple(self.client_address[:2]))  # type: ignore[arg-type]
         step = owner._take(req)
         if step is None or dialect is None:
             why = "no step left" if step is None else "unknown path"
@@ -545,14 +579,16 @@ class _Handler(BaseHTTPRequestHandler):
         if dialect == "google-generative-ai":
             m = re.search(r"/models/([^/:]+)", self.path)
             model_id = m.group(1) if m else model_id
-        self._stream(step, _FRAMES[dialect](step, model_id))
+        frames = list(step.raw_frames) if step.raw_frames is not None else _FRAMES[dialect](step, model_id)
+        self._stream(step, frames)
 
     def _send_plain(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
         data = body.encode()
+        headers = dict(headers or {})
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", headers.pop("content-type", "application/json"))
         self.send_header("content-length", str(len(data)))
-        for k, v in (headers or {}).items():
+        for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
@@ -601,6 +637,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     owner: ScriptedModelServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing its kept-alive connection (or abandoning a stream) is normal here.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class ScriptedModelServer:
@@ -742,6 +785,12 @@ class ScriptedModelServer:
             "contextWindow": context_window,
             "maxTokens": max_tokens,
         }
+
+    @property
+    def connections(self) -> int:
+        """How many TCP connections the recorded requests came over."""
+        with self._lock:
+            return len({r.peer for r in self.requests})
 
     def iter_bodies(self) -> Iterator[Any]:
         with self._lock:

@@ -101,3 +101,29 @@ def test_map_stop_reason() -> None:
     assert map_stop_reason("length") == ("length", None)
     assert map_stop_reason("function_call") == ("toolUse", None)
     assert map_stop_reason("network_error") == ("error", "Provider finish_reason: network_error")
+
+
+def test_text_only_user_content_is_one_string_unless_compat_says_otherwise() -> None:
+    model = dict(default_catalog().get("openai/gpt-4o"))
+    parts = [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]
+    ctx = {"messages": [{"role": "user", "content": parts, "timestamp": 0}]}
+    body = build_request(model, ctx, StreamOptions(), "k").body  # type: ignore[arg-type]
+    assert body["messages"] == [{"role": "user", "content": "first\nsecond"}]
+    image = {"type": "image", "mimeType": "image/png", "data": "AAAA"}
+    mixed = {"messages": [{"role": "user", "content": [parts[0], image], "timestamp": 0}]}
+    body = build_request(model, mixed, StreamOptions(), "k").body  # type: ignore[arg-type]
+    assert [p["type"] for p in body["messages"][0]["content"]] == ["text", "image_url"]
+    model["compat"] = {"userTextAsString": False}  # Pi's body: the parts as they are
+    body = build_request(model, ctx, StreamOptions(), "k").body  # type: ignore[arg-type]
+    assert body["messages"][0]["content"] == parts
+
+
+def test_local_servers_get_max_tokens() -> None:
+    model = dict(default_catalog().get("openai/gpt-4o"))
+    assert "max_completion_tokens" in build_request(model, CTX, StreamOptions(max_tokens=64), "k").body  # type: ignore[arg-type]
+    for base in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1"):
+        local = {**model, "provider": "llama", "baseUrl": base}
+        body = build_request(local, CTX, StreamOptions(max_tokens=64), "k").body  # type: ignore[arg-type]
+        assert body["max_tokens"] == 64 and "max_completion_tokens" not in body
+    pinned = {**model, "baseUrl": "http://127.0.0.1:8080/v1", "compat": {"maxTokensField": "max_completion_tokens"}}
+    assert build_request(pinned, CTX, StreamOptions(max_tokens=64), "k").body["max_completion_tokens"] == 64  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from picontext.ai.event_stream import AbortSignal
 from picontext.session.dropped import dropped_entries, entry_text, find_dropped
 
 if TYPE_CHECKING:
-    from picontext.agent.session import AgentSession
+    from picontext.agent.host import ContextToolHost
 
 __all__ = ["ContextUsageTool", "RecallTool", "RequestCompactionTool", "context_tools"]
 
@@ -28,7 +28,7 @@ RECALL_LIMIT = 20_000
 
 
 class _SessionTool:
-    def __init__(self, session: AgentSession) -> None:
+    def __init__(self, session: ContextToolHost) -> None:
         self.session = session
 
 
@@ -45,18 +45,17 @@ class ContextUsageTool(_SessionTool):
                       on_update: ToolUpdate) -> AgentToolResult:
         s = self.session
         usage = s.get_context_usage()
-        threshold = s.compaction.threshold()
+        threshold = s.compaction_threshold()
         if usage is None:
             return AgentToolResult.text("The model's context window is unknown; automatic compaction is off.")
-        tokens = usage.tokens if usage.tokens is not None else s.compaction.projected_tokens()
+        tokens = usage.tokens if usage.tokens is not None else s.estimated_context_tokens()
         measured = "" if usage.tokens is not None else " (estimated: no reply since the last compaction)"
         lines = [
             f"Context: ~{tokens} of {usage.context_window} tokens ({tokens / usage.context_window * 100:.1f}%)"
             f"{measured}.",
-            f"Automatic compaction at {threshold} tokens" if threshold is not None and s.compaction.settings().enabled
+            f"Automatic compaction at {threshold} tokens" if threshold is not None and s.auto_compaction_enabled
             else "Automatic compaction is off.",
-            f"Compaction requests left for this prompt: "
-            f"{max(0, s.compaction_requests_per_prompt - s.compaction_requests_used)}.",
+            f"Compaction requests left for this prompt: {s.compaction_requests_left()}.",
         ]
         details = {"tokens": tokens, "contextWindow": usage.context_window, "threshold": threshold}
         return AgentToolResult.text("\n".join(lines), details)
@@ -77,17 +76,10 @@ class RequestCompactionTool(_SessionTool):
 
     async def execute(self, call_id: str, args: dict[str, Any], signal: AbortSignal,
                       on_update: ToolUpdate) -> AgentToolResult:
-        s = self.session
-        if s.compaction_requests_used >= s.compaction_requests_per_prompt:
-            raise ToolError(
-                f"Compaction was already requested {s.compaction_requests_used} time(s) for this prompt "
-                f"(limit {s.compaction_requests_per_prompt}); continue the task."
-            )
-        plan, why = s.compaction.plan("manual")
-        if plan is None:
-            raise ToolError(f"Nothing to compact now: {why}. Continue the task.")
-        s.compaction_requests_used += 1
-        s.compaction.requested = str(args.get("instructions") or "")
+        try:
+            self.session.request_compaction(str(args.get("instructions") or ""))
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
         return AgentToolResult.text(
             "Compaction scheduled: the conversation before the recent part will be summarized before your next "
             "request. Entries it removes can be read back with the recall tool."
@@ -140,5 +132,5 @@ class RecallTool(_SessionTool):
         return AgentToolResult.text(note + chunk, {"entryId": entry_id, "chars": len(text)})
 
 
-def context_tools(session: AgentSession) -> list[Any]:
+def context_tools(session: ContextToolHost) -> list[Any]:
     return [ContextUsageTool(session), RequestCompactionTool(session), RecallTool(session)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
@@ -26,7 +26,6 @@ import httpx
 from picontext.ai._http import (
     ProviderHTTPStatus,
     ProviderRequest,
-    Sleep,
     SseEvent,
     aiter_sse,
     default_client,
@@ -43,6 +42,7 @@ ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 CacheRetention = Literal["none", "short", "long"]
 
 ABORTED_TEXT = "Request was aborted"
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class Context(TypedDict):
@@ -68,11 +68,9 @@ class StreamOptions:
         cache_retention: "short" (default), "long" (1h/24h where supported) or "none"
             (no cache writes at all: summarization requests use this, spec 02 §7.5).
         headers: extra request headers (win over defaults).
-        max_retries: provider-level retries of 408/409/429/5xx before the stream starts.
-        max_retry_delay: cap in seconds on a server-requested retry delay (0 disables the cap).
         timeout: per-request timeout in seconds (httpx semantics).
         client: an `httpx.AsyncClient` to use (tests inject transports); a fresh one otherwise.
-        sleep: the backoff sleep (tests pass a no-op).
+        sleep: the retry loop's back-off sleep (`picontext.ai.retrying`; tests pass a recorder).
         tool_choice: passed through in each API's own shape.
     """
 
@@ -85,8 +83,6 @@ class StreamOptions:
     session_id: str | None = None
     cache_retention: CacheRetention = "short"
     headers: dict[str, str] = field(default_factory=dict)
-    max_retries: int = 0
-    max_retry_delay: float | None = None
     timeout: float | None = None
     client: httpx.AsyncClient | None = None
     sleep: Sleep = asyncio.sleep
@@ -293,8 +289,16 @@ def start_http_stream(
     *,
     build_request: RequestBuilder,
     parser_factory: ParserFactory,
+    resolve_silent: bool = False,
 ) -> AssistantMessageStream:
-    """Run one streamed HTTP call as an `AssistantMessageStream` (see module docstring)."""
+    """Run one streamed HTTP call as an `AssistantMessageStream` (see module docstring).
+
+    `resolve_silent` (APIs that switch streaming with a `stream` body flag): a 2xx stream that
+    ends without a single event, for a request whose size is near or over the model's window, is
+    re-issued once without streaming to read the server's own error (llama.cpp's server answers
+    an oversized streamed request with an empty 200 stream, the same request unstreamed with a
+    400 in OpenAI's overflow wording); that error is then reported, so overflow recovery sees it.
+    """
     api_key = options.api_key or ""
     signal = options.signal
 
@@ -307,19 +311,18 @@ def start_http_stream(
                 stream.push(fail(output, "aborted", ABORTED_TEXT))
                 return
             request = build_request(model, context, options, api_key)
-            opened = await open_stream(
-                client,
-                request,
-                max_retries=options.max_retries,
-                max_retry_delay=options.max_retry_delay,
-                sleep=options.sleep,
-                timeout=options.timeout,
-            )
+            opened = await open_stream(client, request, timeout=options.timeout)
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
+            seen = 0
             async for sse in aiter_sse(opened.response):
-                for ev in parser.feed(sse):
+                seen += 1
+                for ev in _feed_checked(parser, sse, seen, request.url):
                     stream.push(ev)
+            if not seen and resolve_silent and near_window(model, request.body):
+                await _quiet_close(opened.aclose())
+                opened = None
+                await reissue_without_streaming(client, request, timeout=options.timeout)
             for ev in parser.finish():
                 stream.push(ev)
             stream.push(terminal_event(output))
@@ -347,6 +350,72 @@ def start_http_stream(
                 await _quiet_close(client.aclose())
 
     return AssistantMessageStream.from_producer(run, signal=signal)
+
+
+_SHAPE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def _feed_checked(parser: Parser, sse: SseEvent, number: int, url: str) -> list[AssistantMessageEvent]:
+    """`parser.feed(sse)`, with a payload that is not a JSON object, or one whose fields have the
+    wrong types, reported as one clear line naming the server, the event and the payload (not
+    Python's `can only concatenate str (not "int") to str` or a bare `0`)."""
+    data = sse.data.strip()
+    if data and data != "[DONE]" and not data.startswith("{"):
+        raise MalformedResponse(_malformed(url, number, "is not a JSON object", data))
+    try:
+        return parser.feed(sse)
+    except StreamProtocolError:
+        raise
+    except json.JSONDecodeError as exc:
+        why = f"is not valid JSON ({exc.msg} at char {exc.pos})"
+        raise MalformedResponse(_malformed(url, number, why, data)) from None
+    except _SHAPE_ERRORS as exc:
+        why = f"has a field of the wrong type or shape ({type(exc).__name__}: {exc})"
+        raise MalformedResponse(_malformed(url, number, why, data)) from None
+
+
+def _malformed(url: str, number: int, why: str, data: str) -> str:
+    host = httpx.URL(url).netloc.decode() if url else "the server"
+    shown = " ".join(data.split())
+    shown = shown if len(shown) <= 160 else shown[:160] + "…"
+    return f"Malformed response from {host}: stream event {number} {why}: {shown}"
+
+
+class MalformedResponse(Exception):
+    """The server's stream could not be read (one-line text naming the server and the event)."""
+
+
+SILENT_NEAR_WINDOW = 0.5
+"""A silent stream is resolved when the request's chars/4 size is at least this share of the
+window: dense text (numbers, code) tokenizes to 1.5-2x the chars/4 estimate, so a request
+estimated at half the window can already be over it."""
+
+
+def near_window(model: Model, body: dict[str, Any]) -> bool:
+    """True when `body` (chars/4, plus the output budget) may not fit the model's window; an
+    unknown window counts as near (nothing rules an overflow out)."""
+    window = int(model.get("contextWindow") or 0)
+    if window <= 0:
+        return True
+    size = len(json.dumps(body.get("messages") or body.get("input") or body, ensure_ascii=False)) / 4
+    return size >= window * SILENT_NEAR_WINDOW
+
+
+async def reissue_without_streaming(
+    client: httpx.AsyncClient, request: Any, *, timeout: float | None = None  # noqa: ASYNC109
+) -> None:
+    """Send `request` once more with `stream: false`; raise `ProviderHTTPStatus` with the server's
+    own error when it answers one. A 2xx answer raises nothing (the empty stream was transient,
+    and is reported as such)."""
+    body = {k: v for k, v in request.body.items() if k != "stream_options"}
+    body["stream"] = False
+    extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    # A fresh connection: a server that failed inside its stream (llama.cpp) drops the kept-alive
+    # one, and the pool would hand that one out again.
+    async with httpx.AsyncClient(timeout=client.timeout) as fresh:
+        response = await fresh.request(request.method, request.url, headers=request.headers, json=body, **extra)
+    if response.status_code >= 400:
+        raise ProviderHTTPStatus(response.status_code, response.text, response.headers)
 
 
 async def _quiet_close(awaitable: Any) -> None:

@@ -75,7 +75,12 @@ def _compat(model: Model) -> dict[str, Any]:
         or cf_gateway
         or ant_ling
     )
-    use_max_tokens = "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai
+    # Ours: a server on this machine (llama.cpp, Ollama, LM Studio, vLLM) reads `max_tokens`;
+    # llama-cpp-python ignores `max_completion_tokens` and generates until its window is full.
+    local = any(h in base for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
+    use_max_tokens = (
+        "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai or local
+    )
     thinking_format = (
         "deepseek"
         if deepseek
@@ -110,6 +115,7 @@ def _compat(model: Model) -> dict[str, Any]:
         "sessionAffinityFormat": "openrouter" if openrouter else "openai",
         "supportsLongCacheRetention": not (together or cf_workers or cf_gateway or nvidia or ant_ling),
         "chatTemplateKwargs": {},
+        "userTextAsString": True,  # ours, see _user_content
     }
     for key, value in (model.get("compat") or {}).items():
         if value is not None:
@@ -158,6 +164,15 @@ def _user_parts(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _user_content(content: list[dict[str, Any]], compat: dict[str, Any]) -> str | list[dict[str, Any]]:
+    """Text-only content as one string (ours, `compat.userTextAsString`, default on): every
+    OpenAI-compatible server takes a string, while some chat templates (llama.cpp's server) fail
+    on, or silently drop, an array of text parts. Content with an image stays an array."""
+    if compat.get("userTextAsString") and all(item.get("type") == "text" for item in content):
+        return "\n".join(item.get("text", "") for item in content)
+    return _user_parts(content)
+
+
 def convert_messages(model: Model, context: Context, compat: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Pure: the `messages` array (system prompt first)."""
     compat = compat or _compat(model)
@@ -178,7 +193,7 @@ def convert_messages(model: Model, context: Context, compat: dict[str, Any] | No
             if isinstance(msg["content"], str):
                 out.append({"role": "user", "content": msg["content"]})
             elif msg["content"]:
-                out.append({"role": "user", "content": _user_parts(msg["content"])})
+                out.append({"role": "user", "content": _user_content(msg["content"], compat)})
             else:
                 i += 1
                 continue  # Pi skips an empty user message without updating the last role
@@ -589,4 +604,6 @@ class ChatCompletionsParser:
 
 def stream_openai_completions(model: Model, context: Context, options: StreamOptions) -> AssistantMessageStream:
     """Start a streamed chat completion; returns an `AssistantMessageStream`."""
-    return start_http_stream(model, context, options, build_request=build_request, parser_factory=ChatCompletionsParser)
+    return start_http_stream(
+        model, context, options, build_request=build_request, parser_factory=ChatCompletionsParser, resolve_silent=True
+    )

@@ -236,6 +236,9 @@ class Controller:
         usage, the chars/4 estimate marked `~` (`~4.2%/200k`) where Pi shows `?`."""
         _, window, percent = self.context_usage()
         usage = format_usage(percent, window, self.auto_compaction_enabled)
+        measured = self.session.get_context_usage()
+        if measured is not None and measured.estimated and percent is not None:
+            usage = "~" + usage  # the server reported no usage: a chars/4 estimate
         if percent is None:
             estimate = self.estimated_percent()
             if estimate is not None:
@@ -259,7 +262,8 @@ class Controller:
             "leafId": self.manager.get_leaf_id(),
             "messageCount": len(s.messages),
             "pendingMessageCount": s.pending_message_count,
-            "contextUsage": {"tokens": tokens, "contextWindow": window, "percent": percent},
+            "contextUsage": {"tokens": tokens, "contextWindow": window, "percent": percent,
+                             "estimated": bool(getattr(s.get_context_usage(), "estimated", False))},
         }
 
     # actions

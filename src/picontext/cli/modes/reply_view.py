@@ -174,6 +174,11 @@ class ReplyView:
             self._compaction_ended(event)
         elif kind == "compaction_skipped":
             self.line(str(event.get("message") or "Compaction skipped"), "yellow")
+        elif kind == "compaction_background_start":
+            self.line("compacting in background…", "dim magenta")
+        elif kind == "compaction_background_discarded":
+            self.line(f"background summary discarded ({event.get('reason')}); compacting the usual way when due",
+                      "yellow")
         elif kind == "auto_retry_start":
             delay = (event.get("delayMs") or 0) / 1000
             self.line(f"Retrying in {delay:.1f}s (attempt {event.get('attempt')}/{event.get('maxAttempts')}): "

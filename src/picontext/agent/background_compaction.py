@@ -1,0 +1,220 @@
+"""Background compaction: the summary is written while the conversation goes on.
+
+With `compaction.backgroundTokens` > 0, once the context passes that mark (below the threshold)
+at a turn boundary, the session plans the compaction it would run now (the same cut, kept tail
+and previous summary as a blocking one) and starts the summary request as an asyncio task next
+to the conversation. At every later turn boundary:
+
+* the summary is ready and its cut is still valid -> the compaction entry is appended there and
+  the usual `compaction_start` / `compaction_end` pair is emitted (with `background: true`);
+  the entries written meanwhile come after the cut, so they are simply kept;
+* the conversation moved so that the summary no longer fits (the kept entry left the branch,
+  another compaction happened, an entry it summarizes was edited), or the summary failed ->
+  it is discarded (`compaction_background_discarded{reason, discarded}`) and the ordinary
+  blocking path runs when the threshold is reached (no new background summary before the next
+  compaction);
+* the threshold is reached while the summary is still being written -> that turn waits for
+  the running request (no second one); `compaction_end.waited` is true.
+
+Overflow recovery and manual compaction cancel a running background job first and use the
+blocking path. `abort()` cancels it too. Hooks: `session_before_compact` is not consulted for
+background summaries (it cannot cancel work already done); `session_compact` is called as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import TYPE_CHECKING
+
+from picontext.ai.event_stream import AbortSignal
+from picontext.compaction.resumable import end_span, record_span, span_details
+from picontext.compaction.summarize import SummaryResult, summarize_preparation
+from picontext.compaction.summary_model import summarizer_ref, with_summary_model
+from picontext.session.projection import field_of
+
+if TYPE_CHECKING:
+    from picontext.agent.compaction_runtime import CompactionRuntime, _Plan
+
+__all__ = ["BackgroundCompaction"]
+
+
+@dataclasses.dataclass(slots=True)
+class _Job:
+    plan: _Plan
+    task: asyncio.Task[SummaryResult]
+    signal: AbortSignal
+    leaf_id: str | None
+    """The leaf when the span was chosen: it must still be on the branch when the summary lands."""
+    previous_id: str | None
+    """The compaction the span builds on (None: the first one); any other newest compaction invalidates."""
+    summarized: frozenset[str]
+    span_id: str | None
+    model_ref: str | None
+    tokens: int
+
+
+class BackgroundCompaction:
+    """At most one background summary per session (`job`); counters for tests and benchmarks."""
+
+    def __init__(self, runtime: CompactionRuntime) -> None:
+        self.rt = runtime
+        self.job: _Job | None = None
+        self.started = 0
+        self.applied = 0
+        self.waited = 0
+        self.discarded = 0
+        self.paused = False
+        """After a discard: no new background summary until the next compaction (the blocking path
+        takes over for this span, so a conversation that keeps invalidating costs one summary more, not many)."""
+
+    @property
+    def enabled(self) -> bool:
+        settings = self.rt.settings()
+        return settings.enabled and settings.background_tokens > 0 and self.rt.threshold() is not None
+
+    @property
+    def ready(self) -> bool:
+        return self.job is not None and self.job.task.done()
+
+    # -- turn boundaries -------------------------------------------------------------------------
+
+    async def on_boundary(self, tokens: int) -> bool:
+        """Apply a finished summary, or start one above the mark. True when a compaction was applied."""
+        if self.job is not None:
+            if self.job.task.done():
+                return await self._apply(waited=False)
+            return False
+        if self.enabled and not self.paused and not self.rt.running and tokens > self.rt.settings().background_tokens:
+            await self.start(tokens)
+        return False
+
+    async def take_over(self, signal: AbortSignal | None) -> bool | None:
+        """The threshold is reached: use the background summary, waiting for it if needed.
+
+        None = there is no job (run the blocking path); True = applied; False = discarded,
+        failed or aborted (the caller falls back to the blocking path unless aborted)."""
+        job = self.job
+        if job is None:
+            return None
+        was_ready = job.task.done()
+        if not was_ready:
+            self.waited += 1
+            aborted = asyncio.Event()
+            if signal is not None:
+                loop = asyncio.get_running_loop()
+                signal.add_listener(lambda: loop.call_soon_threadsafe(aborted.set))
+            waiter = asyncio.ensure_future(aborted.wait())
+            try:
+                await asyncio.wait({job.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if not job.task.done():
+                return False  # the run was aborted; the job keeps going for the next boundary
+        return await self._apply(waited=not was_ready)
+
+    # -- start, apply, discard -------------------------------------------------------------------
+
+    async def start(self, tokens: int, plan: _Plan | None = None, span_id: str | None = None) -> bool:
+        """Plan now (or take `plan`, e.g. a resumed span) and start the summary task."""
+        if plan is None:
+            plan, _why = self.rt.plan("threshold")
+            if plan is None:
+                return False
+        host = self.rt.s
+        try:
+            completion = self.rt.completion()
+        except Exception as exc:  # e.g. compaction.model names a model without a key: say so, stop trying
+            self.discarded += 1
+            self.paused = True
+            await host.emit({"type": "compaction_background_discarded", "reason": f"cannot start: {exc}",
+                             "discarded": self.discarded})
+            return False
+        model_ref = summarizer_ref(completion)
+        prep = plan.preparation
+        if span_id is None and plan.settings.resumable:
+            span_id = record_span(host.manager, prep, plan.settings, reason="threshold", model=model_ref)
+        signal = AbortSignal()
+        task = asyncio.ensure_future(summarize_preparation(
+            prep, completion, reserve_tokens=plan.settings.reserve_tokens, thinking_level=host.thinking_level,
+            signal=signal,
+        ))
+        previous = prep.previous_compaction
+        summarized = frozenset(
+            str(field_of(item.source_entry, "id")) for item in prep.projection.entries[: prep.first_kept_entry_index]
+        )
+        self.job = _Job(plan, task, signal, host.manager.get_leaf_id(),
+                        field_of(previous, "id") if previous is not None else None, summarized, span_id, model_ref,
+                        tokens)
+        self.started += 1
+        await host.emit({"type": "compaction_background_start", "tokens": tokens,
+                         "firstKeptEntryId": prep.first_kept_entry_id})
+        return True
+
+    def invalid_reason(self, job: _Job) -> str | None:
+        """Why the job's summary no longer fits the branch, or None when it can be applied."""
+        branch = self.rt.s.manager.get_branch()
+        ids = [field_of(e, "id") for e in branch]
+        if job.leaf_id is not None and job.leaf_id not in ids:
+            return "the conversation moved to another branch"
+        if job.plan.preparation.first_kept_entry_id not in ids:
+            return "the first kept entry is no longer on the branch"
+        latest = next((field_of(e, "id") for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
+        if latest != job.previous_id:
+            return "another compaction was appended meanwhile"
+        start = ids.index(job.leaf_id) + 1 if job.leaf_id is not None else 0
+        for entry in branch[start:]:
+            if field_of(entry, "type") == "context_edit" and field_of(entry, "targetId") in job.summarized:
+                return "an entry it summarizes was edited meanwhile"
+        return None
+
+    async def _apply(self, *, waited: bool) -> bool:
+        job, self.job = self.job, None
+        assert job is not None
+        if job.task.cancelled():
+            await self._discard(job, "cancelled")
+            return False
+        error = job.task.exception()
+        if error is not None:
+            await self._discard(job, f"the summary failed: {error}")
+            return False
+        why = self.invalid_reason(job)
+        if why is not None:
+            await self._discard(job, why)
+            return False
+        result = job.task.result()
+        details = with_summary_model(span_details(result.details, job.span_id), job.model_ref)
+        await self.rt.s.emit({"type": "compaction_start", "reason": "threshold", "background": True})
+        entry_id = self.rt.s.manager.append_compaction(result.summary, result.first_kept_entry_id,
+                                                       result.tokens_before, details, usage=result.usage)
+        self.applied += 1
+        await self.rt.announce("threshold", False, entry_id, result.summary, result.first_kept_entry_id,
+                               result.tokens_before, details, result.usage, from_extension=False,
+                               extra={"background": True, "waited": waited})
+        return True
+
+    async def _discard(self, job: _Job, reason: str) -> None:
+        self.discarded += 1
+        self.paused = True
+        if job.span_id is not None:
+            end_span(self.rt.s.manager, job.span_id, "discarded")
+        await self.rt.s.emit({"type": "compaction_background_discarded", "reason": reason,
+                              "discarded": self.discarded})
+
+    async def cancel(self, reason: str) -> None:
+        """Stop a running job and discard it (overflow recovery, manual compaction, abort)."""
+        job = self.job
+        if job is None:
+            return
+        self.job = None
+        job.signal.abort("aborted")
+        if not job.task.done():
+            job.task.cancel()
+            await asyncio.gather(job.task, return_exceptions=True)
+        await self._discard(job, reason)
+
+    def cancel_now(self) -> None:
+        """Synchronous abort (from `abort()`): stop the request; the discard is reported at the next boundary."""
+        if self.job is not None:
+            self.job.signal.abort("aborted")
+            self.job.task.cancel()
