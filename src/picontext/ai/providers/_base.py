@@ -392,12 +392,12 @@ estimated at half the window can already be over it."""
 
 
 def near_window(model: Model, body: dict[str, Any]) -> bool:
-    """True when `body` (chars/4, plus the output budget) may not fit the model's window; an
-    unknown window counts as near (nothing rules an overflow out)."""
+    """True when `body` (chars/4 of the whole request) may not fit the model's window; an unknown
+    window counts as near (nothing rules an overflow out)."""
     window = int(model.get("contextWindow") or 0)
     if window <= 0:
         return True
-    size = len(json.dumps(body.get("messages") or body.get("input") or body, ensure_ascii=False)) / 4
+    size = len(json.dumps(body, ensure_ascii=False)) / 4  # tools and all: the server counts them too
     return size >= window * SILENT_NEAR_WINDOW
 
 
