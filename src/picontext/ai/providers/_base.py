@@ -315,10 +315,16 @@ def start_http_stream(
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
             seen = 0
-            async for sse in aiter_sse(opened.response):
-                seen += 1
-                for ev in _feed_checked(parser, sse, seen, request.url):
-                    stream.push(ev)
+            try:
+                async for sse in aiter_sse(opened.response):
+                    seen += 1
+                    for ev in _feed_checked(parser, sse, seen, request.url):
+                        stream.push(ev)
+            except httpx.RemoteProtocolError:
+                # Cut off before the first event (llama.cpp, failing inside its stream, may drop
+                # the connection mid-body): the same silence as an empty stream.
+                if seen or not (resolve_silent and near_window(model, request.body)):
+                    raise
             if not seen and resolve_silent and near_window(model, request.body):
                 await _quiet_close(opened.aclose())
                 opened = None
