@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,3 +36,45 @@ def server(_model_server: ScriptedModelServer) -> Iterator[ScriptedModelServer]:
     _model_server.reset()
     yield _model_server
     _model_server.assert_complete()
+
+
+# --- PostgreSQL (tests of the PostgreSQL session store) --------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL server for the whole run (initdb in a temporary directory, a private
+    port on 127.0.0.1, stopped at the end). Without server binaries the tests are skipped locally
+    and fail in CI (CI=true), where scripts/install/postgres.sh must have installed them."""
+    from picontext.testing.postgres import PostgresCluster, PostgresUnavailable
+
+    try:
+        cluster = PostgresCluster(durable=False).start()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI needs PostgreSQL for the session store tests: {exc}")
+        pytest.skip(str(exc))
+    yield cluster
+    cluster.close()
+
+
+_pg_databases = itertools.count(1)
+
+
+@pytest.fixture
+def pg_url(pg_cluster: Any) -> Iterator[str]:
+    """The URL of a fresh, empty database on the test cluster, dropped after the test."""
+    import psycopg
+
+    from picontext.session.postgres.database import close_all
+
+    name = f"t{os.getpid()}_{next(_pg_databases)}"
+    admin = pg_cluster.url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    close_all()
+    if pg_cluster.running:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,8 +1,18 @@
 """JSON helpers that read and write exactly what Pi's `JSON.parse`/`JSON.stringify` do.
 
 Why not plain `json`: session files are large and parsed on every open, so the fast path is
-orjson. The slow path exists for the inputs orjson refuses but JavaScript accepts (integers
-beyond 64 bits, lone surrogates, invalid UTF-8 that Node's decoder replaces with U+FFFD).
+orjson. The slow paths exist for what orjson does differently from JavaScript:
+
+* reading: integers beyond 64 bits, lone surrogates and invalid UTF-8 (which Node's decoder
+  replaces with U+FFFD) are accepted by JSON.parse but refused by orjson;
+* writing: numbers are formatted as `Number.prototype.toString` formats them (`1.0` -> `1`,
+  `-0.0` -> `0`, `1e16` -> `10000000000000000`, `1e-6` -> `0.000001`), integers beyond 2^53 are
+  written as the double JavaScript would have parsed them into, object keys that are array
+  indices ("0", "7", ...) come first in ascending order as in JavaScript property order, and
+  lone surrogates are escaped (`\\ud83d`) as the well-formed JSON.stringify does.
+
+`dumps` writes with orjson and looks at the bytes for any of those cases (a C-speed regex); only
+then is the value written again by the JavaScript-exact encoder (`js_stringify`).
 """
 
 from __future__ import annotations
@@ -17,8 +27,22 @@ import orjson
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 JsonObject: TypeAlias = dict[str, Any]
 
-_JS_MAX_EXACT = 1e21
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON.stringify switches to exponent notation from here on
+_MAX_SAFE = 2**53
+_MAX_INDEX = 2**32 - 2  # the largest array index: such keys are ordered first by JavaScript
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]*")
+# Bytes of orjson's output that JSON.stringify would write differently: a key that may be an array
+# index (`,"` and `{"` cannot occur inside a JSON string, where quotes are escaped), a float that
+# orjson writes with ".0" or an exponent, an integer of 16 or more digits. Inside strings the number
+# patterns can give false alarms, which only cost the exact encoder's time.
+_SUSPECT = re.compile(
+    rb"[{,:\[]"  # one leading character class keeps the scan fast (measured 4x faster than alternatives)
+    rb'(?:"[0-9]+":'  # a key that may be an array index
+    rb"|-?[0-9]+(?:\.[0-9]+)?(?:e|\.0[,}\]])"  # 1e16, 1e-6, 2.0
+    rb"|-?[0-9]{16})"  # beyond 2^53 (9007199254740992 has 16 digits)
+)
+
+
+_NUMBER_START = frozenset(b"-0123456789")  # a bare number: checked by the exact encoder
 
 
 class JsonLineError(ValueError):
@@ -29,12 +53,16 @@ def _reject_constant(name: str) -> Any:
     raise JsonLineError(f"invalid JSON constant {name}")
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | memoryview | str) -> Any:
     """Parse one JSON text the way JSON.parse does; raise JsonLineError when it would throw."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    if isinstance(data, memoryview):
+        data = bytes(data)
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes | bytearray) else data
     try:
         # JSON.parse accepts what orjson refuses: huge integers (as floats) and lone surrogates.
@@ -48,44 +76,111 @@ def _js_int(text: str) -> int | float:
     return value if -(2**63) <= value < 2**64 else float(value)
 
 
-def _normalize(value: Any) -> Any:
-    """Make floats print as JavaScript prints them (1.0 -> 1, -0.0 -> 0)."""
-    if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer() and abs(value) < _JS_MAX_EXACT:
-            return int(value)
-        if not math.isfinite(value):
-            return None  # JSON.stringify writes NaN and Infinity as null
-        return value
-    if isinstance(value, dict):
-        return {k: _normalize(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_normalize(v) for v in value]
-    return value
+def js_number(value: float | int) -> str:
+    """`Number.prototype.toString()` of a finite number (ECMA-262 Number::toString, radix 10)."""
+    if isinstance(value, int):
+        if -_MAX_SAFE <= value <= _MAX_SAFE:
+            return str(value)
+        value = float(value)  # what JSON.parse would have made of it
+    if value == 0:
+        return "0"  # also -0
+    if not math.isfinite(value):
+        return "null"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exp = repr(abs(value)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac.rstrip("0")) if frac != "0" else whole
+    point = len(whole) + (int(exp) if exp else 0)  # value = 0.<digits> * 10**point
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    exponent = f"e{'+' if e >= 0 else '-'}{abs(e)}"
+    return sign + (digits if k == 1 else digits[0] + "." + digits[1:]) + exponent
 
 
-def _has_float(value: Any) -> bool:
-    if isinstance(value, float):
-        return True
-    if isinstance(value, dict):
-        return any(_has_float(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_float(v) for v in value)
-    return False
+def _is_index(key: str) -> bool:
+    return _INDEX_KEY.fullmatch(key) is not None and int(key) <= _MAX_INDEX
+
+
+def _js_key_order(value: dict[Any, Any]) -> list[Any]:
+    keys = list(value)
+    indices = [k for k in keys if isinstance(k, str) and _is_index(k)]
+    if not indices:
+        return keys
+    index_set = set(indices)
+    return sorted(indices, key=int) + [k for k in keys if k not in index_set]
+
+
+def _string(text: str) -> str:
+    try:
+        return orjson.dumps(text).decode()
+    except TypeError:  # lone surrogates: escaped, as the well-formed JSON.stringify does
+        return '"' + "".join(_string_char(c) for c in text) + '"'
+
+
+def _string_char(c: str) -> str:
+    if "\ud800" <= c <= "\udfff":
+        return f"\\u{ord(c):04x}"
+    return orjson.dumps(c).decode()[1:-1]
+
+
+def js_stringify(value: Any) -> str:
+    """JSON.stringify(value) exactly, for JSON-shaped values (dict keys must be strings)."""
+    parts: list[str] = []
+    _write(value, parts.append)
+    return "".join(parts)
+
+
+def _write(value: Any, out: Any) -> None:
+    if value is None or value is True or value is False:
+        out("null" if value is None else "true" if value else "false")
+    elif isinstance(value, str):
+        out(_string(value))
+    elif isinstance(value, bool):
+        out("true" if value else "false")
+    elif isinstance(value, int | float):
+        out(js_number(value))
+    elif isinstance(value, dict):
+        out("{")
+        first = True
+        for key in _js_key_order(value):
+            if not first:
+                out(",")
+            first = False
+            out(_string(str(key)))
+            out(":")
+            _write(value[key], out)
+        out("}")
+    elif isinstance(value, list | tuple):
+        out("[")
+        for i, item in enumerate(value):
+            if i:
+                out(",")
+            _write(item, out)
+        out("]")
+    else:
+        out(orjson.dumps(value).decode())
 
 
 def dumps(value: Any) -> bytes:
-    """Serialize like JSON.stringify: compact, non-ASCII raw, keys in insertion order."""
+    """Serialize like JSON.stringify: compact, non-ASCII raw, keys in JavaScript's order."""
     try:
-        return orjson.dumps(value)
-    except TypeError:
-        # Strings with lone surrogates or ints beyond 64 bits: fall back to the stdlib, and escape
-        # lone surrogates as JSON.stringify does (well-formed JSON.stringify, ES2019).
-        text = json.dumps(_normalize(value), ensure_ascii=False, separators=(",", ":"))
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+        out = orjson.dumps(value)
+    except TypeError:  # lone surrogates, integers beyond 64 bits
+        return js_stringify(value).encode("utf-8")
+    if out[0] not in _NUMBER_START and _SUSPECT.search(out) is None:
+        return out
+    return js_stringify(value).encode("utf-8")
 
 
 def dumps_line(value: Any) -> bytes:
     """One JSONL line (with the trailing newline) in JSON.stringify's format."""
-    if _has_float(value):
-        value = _normalize(value)
     return dumps(value) + b"\n"

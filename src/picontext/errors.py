@@ -11,6 +11,7 @@
     │   ├── InvalidSessionId        caller-supplied id of the wrong shape
     │   ├── ForkError               fork source empty or invalid
     │   ├── SessionLockedError      another process holds the file lock too long
+    │   ├── StaleSessionError       another writer appended (or replaced the log) since our tail
     │   └── SessionWriteError       the disk refused a write (full, vanished file)
     ├── ProviderError               (ai layer) transport and HTTP failures outside a stream
     │   └── ContextOverflowError
@@ -85,6 +86,10 @@ class ForkError(SessionError):
 
 class SessionLockedError(SessionError):
     pass
+
+
+class StaleSessionError(SessionError):
+    """The session log no longer ends where the writer expected: nothing was appended."""
 
 
 class SessionWriteError(SessionError, OSError):

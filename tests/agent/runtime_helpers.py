@@ -88,8 +88,4 @@ async def wait_for_requests(server: ScriptedModelServer, count: int, seconds: fl
     """Wait until the server has received `count` requests (a held stream is in flight)."""
     import asyncio
 
-    for _ in range(int(seconds / 0.01)):
-        if len(server.requests) >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"the server got {len(server.requests)} requests, expected {count}")
+    await asyncio.to_thread(server.wait_for_requests, count, seconds)

@@ -6,10 +6,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inprocess import run_main
 
 from picontext.session.manager import SessionManager
 from picontext.testing import ScriptedModelServer, text
@@ -21,8 +21,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     full = {**os.environ, **(env or {})}
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         full.pop(key, None)
-    return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, env=full,
-                          timeout=120)
+    return run_main(*args, env=full)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from picontext.session.manager import SessionManager
@@ -24,11 +23,12 @@ def test_kill_9_mid_run_then_continue(tmp_path: Path) -> None:
     home = Path(os.environ["PICONTEXT_DIR"])
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     release = threading.Event()
+    streaming = threading.Event()
     with ScriptedModelServer() as server:
         configure(home, server.url + "/v1")
         server.expect(
             tool_call("write", {"path": "done.txt", "content": "step one"}),
-            text("this reply never finishes because the process dies").hold_after(2, release),
+            text("this reply never finishes because the process dies").hold_after(2, release, streaming),
             text("continued fine"),
         )
         proc = subprocess.Popen(
@@ -36,11 +36,8 @@ def test_kill_9_mid_run_then_continue(tmp_path: Path) -> None:
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         try:
-            deadline = time.monotonic() + 30
-            while len(server.requests) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert len(server.requests) == 2, proc.stderr.read().decode() if proc.poll() is not None else ""
-            time.sleep(0.2)  # the second reply is streaming
+            server.wait_for_requests(2, timeout=60)
+            assert streaming.wait(30)  # the second reply is streaming
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         finally:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
+
+from inprocess import run_main
 
 from picontext.session.manager import SessionManager
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "picontext", "dropped", *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=60)
+    return run_main("dropped", *args)
 
 
 def make_session(tmp_path: Path) -> tuple[str, dict[str, str]]:

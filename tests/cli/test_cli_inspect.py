@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inprocess import run_main
 
 from picontext._clock import FrozenClock
 from picontext.session.manager import SessionManager
@@ -28,10 +29,15 @@ USAGE = {
 
 
 def run(*args: str, cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
+    return run_main(*args, cwd=cwd)
+
+
+def run_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real entry point, `python -m picontext`, for the test that covers it."""
     env = dict(os.environ)
     env.setdefault("COLUMNS", "200")
     return subprocess.run(
-        [sys.executable, "-m", "picontext", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+        [sys.executable, "-m", "picontext", *args], capture_output=True, text=True, env=env, timeout=120
     )
 
 
@@ -86,7 +92,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: st
 
 def test_context_json_on_legacy_fixture() -> None:
     before = FIXTURE.read_bytes()
-    result = run("context", "--json", str(FIXTURE))
+    result = run_process("context", "--json", str(FIXTURE))
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data) == {"messages", "thinkingLevel", "model"}

@@ -18,12 +18,11 @@ import pytest
 
 from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
 
-# Locally without tmux the test is skipped; in CI (CI=true) a missing tmux fails it, so a green CI
-# run always includes the real-terminal test.
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None and not os.environ.get("CI"),
-    reason="tmux is not installed (scripts/test installs it)",
-)
+
+@pytest.fixture(autouse=True)
+def _tmux_is_required() -> None:
+    # Never a skip: a run without tmux would be green without ever testing the real terminal.
+    assert shutil.which("tmux") is not None, "tmux is not installed: run scripts/install/tmux.sh"
 
 
 class Terminal:

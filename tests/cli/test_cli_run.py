@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from inprocess import run_main
 
 from picontext.testing import ScriptedModelServer, rate_limit, raw_stream, text, tool_call
 
@@ -31,9 +31,7 @@ def configure(home: Path, base_url: str, *, api_key: str | None = "test-key") ->
 def run(home: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PICONTEXT_DIR"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "picontext", "run", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
-    )
+    return run_main("run", *args, cwd=cwd, env=env)
 
 
 @pytest.fixture

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+from inprocess import run_main
 
 from picontext.compaction.tokens import estimate_context_tokens, estimate_tokens
 from picontext.session.projection import build_session_projection
@@ -17,8 +18,7 @@ EXAMPLE = REPO / "examples" / "sessions" / "refactor-session.jsonl"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "picontext", "tokens", *args], capture_output=True, text=True,
-                          encoding="utf-8", timeout=60)
+    return run_main("tokens", *args)
 
 
 def expected(path: Path, leaf: str | None = None) -> dict:

@@ -9,6 +9,7 @@ import itertools
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,25 +30,41 @@ class PiReference:
             raise RuntimeError("node is not installed: the differential tests need it")
         if not (NODE_DIR / "node_modules" / "@earendil-works" / "pi-coding-agent").is_dir():
             raise RuntimeError(f"the Pi reference is not installed: run npm ci --prefix {NODE_DIR}")
-        self._proc = subprocess.Popen(
-            [node, str(NODE_DIR / "harness.mjs")],
+        self._node = node
+        self._ids = itertools.count(1)
+        self._proc: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [self._node, str(NODE_DIR / "harness.mjs")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             encoding="utf-8",
             bufsize=1,
         )
-        self._ids = itertools.count(1)
 
     def _request(self, payload: dict[str, Any]) -> Any:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
+        # One node process serves the whole run, but a crash (an out-of-memory abort, say) must
+        # fail only the request that caused it: a dead process is replaced on the next request.
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = self._start()
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
         rid = next(self._ids)
         payload["id"] = rid
-        self._proc.stdin.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
+        try:
+            proc.stdin.write(json.dumps(payload, ensure_ascii=False) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
         if not line:
-            raise RuntimeError("the node harness exited")
+            proc.kill()
+            proc.wait(timeout=10)
+            self._proc = None
+            raise RuntimeError(f"the node harness died (exit code {proc.returncode}) answering "
+                               f"{payload.get('op') or payload.get('call')}; it restarts for the next test")
         answer = json.loads(line)
         assert answer["id"] == rid
         if not answer["ok"]:
@@ -61,6 +78,8 @@ class PiReference:
         return self._request({"op": name, "args": list(args)})
 
     def close(self) -> None:
+        if self._proc is None:
+            return
         if self._proc.stdin:
             self._proc.stdin.close()
         self._proc.wait(timeout=10)
@@ -81,3 +100,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "differential" in str(item.fspath):
             item.add_marker(pytest.mark.differential)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The compaction comparison's case counts (matches, reference errors), when it ran."""
+    module = sys.modules.get("test_compaction_vs_pi")
+    stats = getattr(module, "STATS", None)
+    if stats:
+        terminalreporter.write_sep("-", "compaction vs Pi: cases compared")
+        for key in sorted(stats):
+            terminalreporter.write_line(f"  {key}: {stats[key]}")

@@ -51,6 +51,8 @@ SEED0 = int(os.environ.get("PICONTEXT_DIFF_SEED0", "0"))
 GEN_KEEPS = [0, 1, 5, 20, 60, 150, 400, 20000]
 REAL_KEEPS = [0, 100, 1000, 5000, 20000, 60000]
 
+# Case counts, printed at the end of the run by conftest.pytest_terminal_summary (every comparison
+# asserts on its own; nothing depends on the order tests run in).
 STATS: Counter[str] = Counter()
 
 
@@ -184,13 +186,6 @@ def test_real_sessions_match_reference(path: Path, pi: Any, py_side: PythonSide)
     compare_file(pi, py_side, path, leaves, REAL_KEEPS, path.name, random_ids=path != EXAMPLE)
 
 
-def test_zz_summary() -> None:
-    """Prints the case counts (run with -s); the comparisons above already asserted equality."""
-    for key in sorted(STATS):
-        print(f"  {key}: {STATS[key]}")
-    assert not any("MISMATCH" in k for k in STATS)
-
-
 @pytest.mark.parametrize("seed", [SEED0 + i for i in range(0, 60, 6)], ids=lambda s: f"seed{s}")
 def test_cli_tokens_json_matches_reference(seed: int, pi: Any, gen_dir: Path) -> None:
     """`picontext tokens FILE --json` prints the reference's estimateContextTokens and estimateTokens."""
@@ -203,9 +198,15 @@ def test_cli_tokens_json_matches_reference(seed: int, pi: Any, gen_dir: Path) ->
         assert proc.returncode == 2
         return
     result = ref["results"][0]
-    if "projectionError" in result or "error" in result["estimate"] or any("error" in r for r in result["perMessage"]):
-        return
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    assert _same(result["estimate"]["ok"], got["estimate"])
-    assert _same([r["ok"] for r in result["perMessage"]], got["perMessage"])
+    # Where the reference throws (malformed messages), picontext counts 0 (docs/divergences.md):
+    # those values are excluded from the comparison, every other one must be equal.
+    per_message = result.get("perMessage", [])
+    if "projectionError" not in result:
+        assert len(got["perMessage"]) == len(per_message)
+        for r, g in zip(per_message, got["perMessage"], strict=True):
+            assert _same(r["ok"], g) if "ok" in r else isinstance(g, int)
+        if "ok" in result["estimate"]:
+            assert _same(result["estimate"]["ok"], got["estimate"])
+    assert isinstance(got["estimate"]["tokens"], int | float)

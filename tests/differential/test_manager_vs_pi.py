@@ -21,7 +21,9 @@ from picontext.session.manager import SessionManager
 REPO = Path(__file__).resolve().parents[2]
 REAL = [*sorted((REPO / "tests" / "fixtures" / "sessions" / "v1").glob("*.jsonl")),
         REPO / "examples" / "sessions" / "refactor-session.jsonl"]
-SEEDS = range(0, 300, 3)
+# Generated files the manager can be compared on, chosen when collecting: valid and not v1 (v1 ids
+# are random in the reference, so leaves can't be named). Every collected case compares.
+SEEDS = [s for s in range(0, 900, 3) if (g := sessiongen.generate(s)).valid and g.kind != "v1"][:100]
 
 
 def _open_copy(path: Path, tmp: Path) -> SessionManager:
@@ -38,8 +40,6 @@ def _check(ref: Any, sm: SessionManager, label: str) -> None:
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed{s}")
 def test_manager_matches_reference(seed: int, pi: PiReference, tmp_path: Path) -> None:
     g = sessiongen.generate(seed)
-    if not g.valid or g.kind == "v1":  # v1 ids are random in the reference: leaves can't be named
-        return
     (tmp_path / "src").mkdir()
     path = g.write(tmp_path / "src")
     sm = _open_copy(path, tmp_path)

@@ -293,10 +293,10 @@ def test_failing_store_append_rolls_back(tmp_path: Path) -> None:
     class FailingStore(JsonlSessionStore):
         fail = False
 
-        def append(self, entries: list[Any]) -> None:
+        def append(self, entries: list[Any], **kw: Any) -> Any:
             if FailingStore.fail:
                 raise SessionWriteError("disk full")
-            super().append(entries)
+            return super().append(entries, **kw)
 
     path = tmp_path / "s.jsonl"
     basic_file(path)
@@ -315,7 +315,7 @@ def test_failing_store_append_rolls_back(tmp_path: Path) -> None:
 
 def test_failed_branch_with_summary_keeps_leaf(tmp_path: Path) -> None:
     class FailingStore(JsonlSessionStore):
-        def append(self, entries: list[Any]) -> None:
+        def append(self, entries: list[Any], **kw: Any) -> Any:
             raise SessionWriteError("disk full")
 
     path = tmp_path / "s.jsonl"

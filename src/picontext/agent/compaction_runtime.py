@@ -125,22 +125,16 @@ class CompactionRuntime:
     def projected_estimate(self) -> Any:
         """Pi estimateProjectedContextTokens of the session now (`lastUsageIndex` None: no usage anchor)."""
         manager = self.s.manager
-        return estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())
+        return estimate_projected_context_tokens(manager.build_session_projection(), manager.branch_view())
+
+    # Branch questions are answered by the session's index and live projection: nothing on the
+    # request path walks or parses the whole branch.
 
     def _branch_position(self, entry_id: str | None) -> int | None:
-        if entry_id is None:
-            return None
-        for i, entry in enumerate(self.s.manager.get_branch()):
-            if field_of(entry, "id") == entry_id:
-                return i
-        return None
+        return self.s.manager.branch_position(entry_id)
 
     def _latest_compaction_position(self) -> int | None:
-        branch = self.s.manager.get_branch()
-        for i in range(len(branch) - 1, -1, -1):
-            if field_of(branch[i], "type") == "compaction":
-                return i
-        return None
+        return self.s.manager.latest_compaction_position()
 
     def _is_stale(self, message: Any) -> bool:
         """Gate G3 by journal order: the message's entry comes before the latest compaction."""
@@ -149,7 +143,7 @@ class CompactionRuntime:
             return False
         position = self._branch_position(self.s.entry_id_of(message))
         if position is None:  # not persisted (or not on this branch): fall back to time
-            compaction = self.s.manager.get_branch()[compaction_at]
+            compaction = self.s.manager.branch_view()[compaction_at]
             from picontext.session.projection import entry_time_ms
 
             return bool((message.get("timestamp") or 0) <= entry_time_ms(compaction))
@@ -158,10 +152,7 @@ class CompactionRuntime:
     def _is_projected(self, entry_id: str | None) -> bool:
         if entry_id is None:
             return True
-        return any(
-            field_of(item.source_entry, "id") == entry_id and item.messages
-            for item in self.s.manager.build_session_projection().entries
-        )
+        return self.s.manager.contributes_to_context(entry_id)
 
     # -- check A -------------------------------------------------------------------------------
 
@@ -225,10 +216,7 @@ class CompactionRuntime:
         return await self._threshold_after(message, settings, signal)
 
     def _entries_after(self, entry_id: str | None) -> list[Any]:
-        position = self._branch_position(entry_id)
-        if position is None:
-            return []
-        return list(self.s.manager.get_branch()[position + 1 :])
+        return list(self.s.manager.entries_after(entry_id))
 
     @staticmethod
     def _retained_for_explicit(entry_id: str, after: list[Any]) -> bool:
@@ -265,14 +253,15 @@ class CompactionRuntime:
         if window <= 0:  # ours: an unknown window never triggers threshold compaction
             return False
         manager = self.s.manager
-        projection = manager.build_session_projection()
-        has_edits = any(field_of(item.source_entry, "type") == "context_edit" for item in projection.entries)
         usage = message.get("usage")
         direct = calculate_context_tokens(usage) if isinstance(usage, dict) else 0
         direct = 0 if direct != direct else int(direct)
-        if has_edits:
-            tokens = int(estimate_projected_context_tokens(projection, manager.get_branch())["tokens"])
+        # The projection (a copy of the context's lists) is built only when an estimate needs it.
+        if manager.context_has_edits():
+            projection = manager.build_session_projection()
+            tokens = int(estimate_projected_context_tokens(projection, manager.branch_view())["tokens"])
         elif message.get("stopReason") == "error" or direct == 0:
+            projection = manager.build_session_projection()
             estimate = estimate_context_tokens(projection.messages)
             index = estimate["lastUsageIndex"]
             if index is not None and self._is_stale(projection.messages[index]):
@@ -447,9 +436,10 @@ class CompactionRuntime:
                 details, usage = result.details, result.usage
             if controller.aborted:
                 raise CompactionCancelled()
-            entry_id = self.s.manager.append_compaction(
-                summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
-            )
+            async with self.s.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                entry_id = self.s.manager.append_compaction(
+                    summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
+                )
         except Exception as exc:
             aborted = isinstance(exc, CompactionCancelled) or controller.aborted
             by_ext = isinstance(exc, CompactionCancelled) and exc.by_extension

@@ -300,9 +300,9 @@ def to_json_event(event: AgentEvent) -> dict[str, Any]:
     snapshot and keeps `{type, assistantMessageEvent}` with the event's own `partial` dropped."""
     if event["type"] != "message_update":
         return dict(event)
-    inner = {k: v for k, v in event["assistantMessageEvent"].items() if k != "partial"}
+    inner: dict[str, Any] = {k: v for k, v in event["assistantMessageEvent"].items() if k != "partial"}
     if inner.get("type") == "toolcall_start":
-        partial = event["assistantMessageEvent"].get("partial") or {}
+        partial: Any = event["assistantMessageEvent"].get("partial") or {}
         index = inner.get("contentIndex")
         content = partial.get("content") or []
         if isinstance(index, int) and 0 <= index < len(content):

@@ -31,7 +31,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from picontext._clock import Clock, SystemClock
 from picontext.agent._validate import validate_arguments
@@ -156,7 +156,8 @@ def request_messages(messages: list[AgentMessage]) -> list[dict[str, Any]]:
 
 
 def tool_calls_of(message: AssistantMessage) -> list[ToolCall]:
-    return [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+    return [cast(ToolCall, b) for b in message.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "toolCall"]
 
 
 async def run_agent_loop(
@@ -277,8 +278,8 @@ class _Run:
                         pending = self.poll(self.config.get_steering_messages)
                     yield {"type": "turn_start"}
                 first = False
-                for message in pending:
-                    for event in self.end_message(message):
+                for queued in pending:
+                    for event in self.end_message(queued):
                         yield event
                 pending = []
                 async for event in self.request():
@@ -461,7 +462,7 @@ class _Run:
 
         def on_update(partial: AgentToolResult) -> None:
             event = _tool_event("tool_execution_update", call, prepared.args)
-            event["partialResult"] = {"content": partial.content, "details": partial.details}  # type: ignore[typeddict-unknown-key]
+            event["partialResult"] = {"content": partial.content, "details": partial.details}
             queue.put_nowait(event)
 
         outcome = await self.guarded(tool, call["id"], prepared.args, on_update)
@@ -567,4 +568,4 @@ def _snapshot(message: AssistantMessage) -> AssistantMessage:
     """A shallow copy with its own content list (the partial keeps changing while streaming)."""
     copy: Any = dict(message)
     copy["content"] = list(message.get("content") or [])
-    return copy  # type: ignore[no-any-return]
+    return copy

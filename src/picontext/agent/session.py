@@ -32,7 +32,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from picontext._clock import Clock, SystemClock
 from picontext.agent.compaction_runtime import CompactionRuntime
@@ -99,7 +99,8 @@ def usage_tokens(message: AssistantMessage) -> int:
     total = usage.get("totalTokens") or 0
     if total:
         return int(total)
-    return int(sum(usage.get(k, 0) or 0 for k in ("input", "output", "cacheRead", "cacheWrite")))
+    values = (usage.get(k, 0) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return int(sum(v for v in values if isinstance(v, int | float)))
 
 
 class AgentSession:
@@ -216,9 +217,9 @@ class AgentSession:
         hit = self._entry_of.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        for entry in reversed(self.manager.get_branch()):
+        for entry in reversed(self.manager.branch_view()):  # parses only back to the message
             if field_of(entry, "type") == "message" and entry.get("message") is message:
-                return entry["id"]  # type: ignore[no-any-return]
+                return entry["id"]
         return None
 
     # -- settings --------------------------------------------------------------------------------
@@ -264,8 +265,8 @@ class AgentSession:
         window = int(self.model.get("contextWindow") or 0)
         if window <= 0:
             return None
-        branch = self.manager.get_branch()
-        latest = max((i for i, e in enumerate(branch) if field_of(e, "type") == "compaction"), default=None)
+        branch = self.manager.branch_view()
+        latest = self.manager.latest_compaction_position()
         if latest is not None:
             projected_ids = {
                 field_of(item.source_entry, "id")
@@ -287,6 +288,9 @@ class AgentSession:
     # -- queues ------------------------------------------------------------------------------------
 
     def _user_message(self, text: str, images: Sequence[ImageContent] = ()) -> AgentMessage:
+        # A non-string would be saved and then fail every later request of the session.
+        if not isinstance(text, str):
+            raise TypeError(f"a user message is a string, not {type(text).__name__}")
         content: list[Any] = [{"type": "text", "text": text}, *images]
         return {"role": "user", "content": content, "timestamp": self.clock.now_ms()}
 
@@ -307,7 +311,8 @@ class AgentSession:
 
     def _queue_state(self) -> tuple[list[str], list[str]]:
         def texts(queue: list[AgentMessage]) -> list[str]:
-            return [c.get("text", "") for m in queue for c in m["content"] if c.get("type") == "text"]  # type: ignore[union-attr]
+            return [str(c.get("text", "")) for m in queue for c in cast(list[dict[str, Any]], m.get("content") or [])
+                    if c.get("type") == "text"]
 
         return texts(self._steering), texts(self._follow_up)
 
@@ -523,7 +528,8 @@ class AgentSession:
             self.compaction.fuse = False
             await self._emit_queue()  # a queued message was delivered
         elif kind == "message_end":
-            self._persist(message)
+            async with self.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                self._persist(message)
             if message.get("role") == "assistant":
                 self._last_assistant = message
                 if message.get("stopReason") not in ("error", "length"):
@@ -560,7 +566,7 @@ class AgentSession:
                 continue
             edit_id = self.manager.append_context_edit(entry_id, None)
             ids.append(edit_id)
-            await self.emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})  # type: ignore[typeddict-item]
+            await self.emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})
         return ids
 
     # -- the host interfaces (agent/host.py) ---------------------------------------------------------

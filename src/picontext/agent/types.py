@@ -76,11 +76,18 @@ class AgentTool(Protocol):
     must watch `signal` and return or raise promptly once it fires.
     """
 
-    name: str
-    label: str
-    description: str
-    parameters: dict[str, Any]
-    """JSON schema of the arguments (an object schema)."""
+    # Read-only members: tools declare them as ClassVars (one value per tool class), which a
+    # settable protocol attribute would not accept.
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON schema of the arguments (an object schema)."""
+        ...
 
     async def execute(
         self, call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdate

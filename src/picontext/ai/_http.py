@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from picontext import _json
+
 MAX_ERROR_BODY_CHARS = 4000
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
 
@@ -251,7 +253,10 @@ async def open_stream(
     extra: dict[str, Any] = {}
     if timeout is not None:
         extra["timeout"] = timeout
-    cm = client.stream(request.method, request.url, headers=request.headers, json=request.body, **extra)
+    # Encoded here, not by httpx: its UTF-8 encoder refuses lone surrogates, which a reply
+    # can hold (JavaScript slicing) and which JSON.stringify writes as \udXXX escapes.
+    cm = client.stream(request.method, request.url, headers=json_headers(request.headers),
+                       content=_json.dumps(request.body), **extra)
     response = await cm.__aenter__()
     if response.status_code < 400:
         note_response(None)
@@ -262,6 +267,14 @@ async def open_stream(
         await cm.__aexit__(None, None, None)
     note_response(response.headers)
     raise ProviderHTTPStatus(response.status_code, raw.decode("utf-8", "replace"), response.headers)
+
+
+def json_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` with a JSON content type unless one is set (the body is encoded by us)."""
+    out = dict(headers)
+    if not any(name.lower() == "content-type" for name in out):
+        out["content-type"] = "application/json"
+    return out
 
 
 def default_client() -> httpx.AsyncClient:

@@ -11,8 +11,13 @@ them from error texts (`redact_secret`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from picontext.ai.models import Model, picontext_dir
@@ -134,31 +139,70 @@ def save_api_key(provider: str, key: str, *, directory: Path | None = None) -> P
     """Store `key` for `provider` in `auth.json`, creating the file with mode 0600."""
     path = auth_file(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = _read_auth(path)
-    data[provider] = {"type": "api_key", "key": key}
-    _write_private(path, json.dumps(data, indent=2) + "\n")
+    with _locked(path):
+        data = _read_auth(path)
+        data[provider] = {"type": "api_key", "key": key}
+        _write_private(path, json.dumps(data, indent=2) + "\n")
     return path
 
 
 def remove_api_key(provider: str, *, directory: Path | None = None) -> bool:
     path = auth_file(directory)
-    data = _read_auth(path)
-    if provider not in data:
+    if not path.exists():
         return False
-    del data[provider]
-    _write_private(path, json.dumps(data, indent=2) + "\n")
+    with _locked(path):
+        data = _read_auth(path)
+        if provider not in data:
+            return False
+        del data[provider]
+        _write_private(path, json.dumps(data, indent=2) + "\n")
     return True
 
 
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Serialize read-modify-write of `auth.json` between processes: without it two concurrent
+    `auth set` each write their own copy and one key is lost."""
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        os.fchmod(fd, 0o600)  # O_CREAT's mode is filtered by umask and ignored for existing files
-        os.write(fd, text.encode("utf-8"))
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.close(fd)  # closing releases the lock
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace `path` atomically: a unique temporary file (mode 0600) written in full, fsynced,
+    read back and compared, then renamed over the old file. A short write (a full disk) raises
+    `ConfigError` and leaves the old file as it was."""
+    data = text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, "short write")
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with open(tmp, "rb") as check:
+            if check.read() != data:
+                raise OSError(errno.EIO, "the written file reads back differently")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}; the file was not changed") from None
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def redact_secret(text: str, secret: str | None) -> str:

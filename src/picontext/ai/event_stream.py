@@ -36,7 +36,7 @@ class AbortSignal:
 
     def __init__(self) -> None:
         self._aborted = False
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], object]] = []
         self.reason: str | None = None
 
     @property
@@ -53,7 +53,7 @@ class AbortSignal:
         for listener in listeners:
             listener()
 
-    def add_listener(self, listener: Callable[[], None]) -> None:
+    def add_listener(self, listener: Callable[[], object]) -> None:
         if self._aborted:
             listener()
         else:

@@ -155,7 +155,8 @@ def _user_model(provider: str, pconf: dict[str, Any], raw: dict[str, Any], where
         "baseUrl": base,
         "reasoning": bool(raw.get("reasoning", False)),
         "input": list(raw.get("input", ["text"])),
-        "cost": {k: float(cost[k]) for k in ("input", "output", "cacheRead", "cacheWrite")},  # type: ignore[misc]
+        "cost": {"input": float(cost["input"]), "output": float(cost["output"]),
+                 "cacheRead": float(cost["cacheRead"]), "cacheWrite": float(cost["cacheWrite"])},
         "contextWindow": int(raw.get("contextWindow", 128000)),
         "maxTokens": int(raw.get("maxTokens", 16384)),
     }

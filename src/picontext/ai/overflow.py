@@ -250,7 +250,7 @@ def is_recoverable_length(message: Mapping[str, Any], desired_max_output: int | 
         return False
     usage = message.get("usage")
     output = usage.get("output") if isinstance(usage, Mapping) else None
-    return _is_number(output) and output < desired_max_output
+    return isinstance(output, int | float) and _is_number(output) and output < desired_max_output
 
 
 def reports_usage(message: Mapping[str, Any]) -> bool:

@@ -156,10 +156,12 @@ async def complete_with_retry(
     at the end.
     """
     if stream_fn is None:
-        from picontext.ai.stream import stream as stream_fn
+        from picontext.ai.stream import stream as default_stream
+
+        stream_fn = default_stream
     opts = options or StreamOptions()
     policy = policy or RetryPolicy()
-    nap: Sleep = sleep or opts.sleep or asyncio.sleep
+    nap: Sleep = sleep if sleep is not None else opts.sleep
     signal = opts.signal
     callbacks = callbacks or RetryCallbacks()
     window = model.get("contextWindow")

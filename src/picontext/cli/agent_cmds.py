@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from picontext._json import dumps_line
@@ -88,7 +89,7 @@ class TextPrinter:
         self.last_reply: AssistantMessage | None = None
         self._open_line = False
 
-    def __call__(self, event: AgentEvent) -> None:
+    def __call__(self, event: Mapping[str, Any]) -> None:  # AgentEvent; read by key, not narrowed
         kind = event["type"]
         if kind == "message_update":
             inner = event["assistantMessageEvent"]
@@ -97,7 +98,7 @@ class TextPrinter:
                 sys.stdout.flush()
                 self._open_line = not inner["delta"].endswith("\n")
         elif kind == "message_end" and event["message"].get("role") == "assistant":
-            self.last_reply = event["message"]  # type: ignore[assignment]
+            self.last_reply = event["message"]
             if self._open_line:
                 sys.stdout.write("\n")
                 sys.stdout.flush()

@@ -39,6 +39,8 @@ def register(sub: Any) -> None:
     asub = p.add_subparsers(dest="auth_command", metavar="SUBCOMMAND")
     sp = asub.add_parser("set", help="store a key for PROVIDER, read from stdin (hidden prompt on a terminal)")
     sp.add_argument("provider")
+    # Swallowed so that argparse's "unrecognized arguments: <the key>" never echoes a key.
+    sp.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
     sp.set_defaults(handler=cmd_auth_set)
     lp = asub.add_parser("list", help="providers with a key, and where it comes from (redacted)")
     lp.add_argument("--json", action="store_true")
@@ -71,6 +73,10 @@ def _read_key(provider: str) -> str:
 
 
 def cmd_auth_set(args: argparse.Namespace) -> int:
+    if getattr(args, "extra", None):
+        # Not repeated back: it is most likely the key, and error output ends up in logs.
+        raise CliError("`auth set` takes only PROVIDER; pipe the key on stdin, e.g. "
+                       f"`printenv KEY | picontext auth set {args.provider}` (the argument was not stored)")
     provider = _check_provider(args.provider)
     key = _read_key(provider)
     if not key:

@@ -17,13 +17,13 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.loading import load_session
+from picontext.cli.loading import check_session, load_session
+from picontext.cli.store_cmds import open_session
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
 from picontext.compaction.settings import CompactionSettings, load_settings
 from picontext.errors import ConfigError
-from picontext.session.manager import SessionManager
 from picontext.session.projection import build_session_path, build_session_projection
 
 
@@ -77,8 +77,9 @@ def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
     settings = settings_for(session.header.get("cwd"))
     if args.strategy == "mask":
         projection = build_session_projection(session.entries, leaf, session.by_id)
-        masks = [{"targetId": m.target_id, "originalChars": m.original_chars, "tokensSaved": m.tokens_saved,
-                  "placeholder": m.placeholder} for m in plan_masks(projection, settings.keep_recent_tokens)]
+        masks: list[dict[str, Any]] = [
+            {"targetId": m.target_id, "originalChars": m.original_chars, "tokensSaved": m.tokens_saved,
+             "placeholder": m.placeholder} for m in plan_masks(projection, settings.keep_recent_tokens)]
         if args.json:
             _write_json(masks)
         else:
@@ -124,8 +125,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.strategy != "mask" and model_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")
     completion = _completion(model_ref)
-    load_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
-    manager = SessionManager.open(args.file)
+    check_session(args.file)  # one-line errors for missing or invalid files before anything is opened for writing
+    manager = open_session(args.file)
     if args.leaf is not None and manager.get_entry(args.leaf) is None:
         raise ConfigError(f"entry {args.leaf!r} not found in {args.file}")
     settings = settings_for(manager.get_cwd())

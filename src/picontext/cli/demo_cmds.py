@@ -186,7 +186,7 @@ class DemoModelServer(ScriptedModelServer):
                 self.requests.append(req)
                 self.summary_requests += 1
             return text(SUMMARY).with_usage(tokens(2_500, 300)).slow(self._delay / 4)
-        return super()._take(req)  # type: ignore[return-value]
+        return super()._take(req)
 
 
 def register(sub: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections import Counter
 from typing import Any
@@ -11,7 +12,7 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, load_session
+from picontext.cli.loading import LoadedSession, load_session, project_file
 from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
 
 
@@ -38,18 +39,34 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_stats)
 
 
+def _stream_context(projection: Any) -> None:
+    """`_json.dumps(projection.context())` written a few hundred messages at a time, so the whole
+    text never exists at once (the context of a long session is tens of megabytes)."""
+    context = projection.context()
+    messages = context.pop("messages")
+    out = sys.stdout.buffer
+    out.write(b'{"messages":[')
+    dumps = _json.dumps
+    for start in range(0, len(messages), 256):
+        chunk = b",".join(dumps(m) for m in messages[start : start + 256])
+        out.write(chunk if start == 0 else b"," + chunk)
+    rest = dumps(context)  # the other keys, in the same order after "messages"
+    out.write(b"]" + (b"," + rest[1:] if rest != b"{}" else b"}") + b"\n")
+    out.flush()
+
+
 def _write_json(value: Any) -> None:
     sys.stdout.buffer.write(_json.dumps(value) + b"\n")
     sys.stdout.flush()
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    if args.json:
+        _stream_context(project_file(args.file, args.leaf))
+        return 0
     session = load_session(args.file)
     leaf = session.resolve_leaf(args.leaf)
     projection = build_session_projection(session.entries, leaf, session.by_id)
-    if args.json:
-        _write_json(projection.context())
-        return 0
     out = render.console()
     model = projection.model or {}
     out.print(Text(f"{len(projection.messages)} messages · model {model.get('provider', '?')}/"
@@ -126,7 +143,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
         text = Text(prefix)
         text.append(f"{eid} ", style="bold yellow" if eid == leaf else "dim")
         kind = field_of(entry, "type")
-        style = {"compaction": "bold magenta", "branch_summary": "bold blue", "context_edit": "red"}.get(kind, "")
+        style = {"compaction": "bold magenta", "branch_summary": "bold blue", "context_edit": "red"}.get(
+            kind if isinstance(kind, str) else "", "")
         text.append(render.entry_summary(entry, 80), style=style)
         if node.label:
             text.append(f"  [{node.label}]", style="bold cyan")
@@ -162,6 +180,11 @@ def _add_usage(total: dict[str, float], usage: Any) -> None:
     cost = usage.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         total["cost"] = total.get("cost", 0) + cost["total"]
+
+
+def _count(value: float) -> str:
+    """A token count with thousands separators; 1e400 in a file is infinity, not a crash."""
+    return f"{int(value):,}" if math.isfinite(value) else str(value)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -205,7 +228,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     out.print(Text(f"{'usage':<16}{'input':>12}{'output':>10}{'cacheRead':>12}{'cacheWrite':>12}{'cost $':>10}",
                    style="bold"))
     for name, bucket in [*buckets.items(), ("TOTAL", total)]:
-        out.print(f"{name:<16}{int(bucket.get('input', 0)):>12,}{int(bucket.get('output', 0)):>10,}"
-                  f"{int(bucket.get('cacheRead', 0)):>12,}{int(bucket.get('cacheWrite', 0)):>12,}"
+        out.print(f"{name:<16}{_count(bucket.get('input', 0)):>12}{_count(bucket.get('output', 0)):>10}"
+                  f"{_count(bucket.get('cacheRead', 0)):>12}{_count(bucket.get('cacheWrite', 0)):>12}"
                   f"{bucket.get('cost', 0):>10.4f}")
     return 0

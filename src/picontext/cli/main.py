@@ -9,8 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 
 from picontext import __version__
+from picontext.cli import terminal
 from picontext.errors import PicontextError
 
+_RECURSION_LIMIT = 10_000
+_RAW_STDOUT_COMMANDS = frozenset({"chat", "rpc", "demo", "export", "serve"})  # machine output or full-screen
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -21,11 +24,23 @@ class CliError(Exception):
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
     "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds",
+    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The module that registers each command: a call whose first argument names a command imports that
+# module only (the agent, rich and the providers are not loaded to print a context).
+COMMAND_OWNERS = {
+    "context": "inspect_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
+    "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
+    "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
+    "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only` (a module of COMMAND_MODULES) just that module's commands
+    and no top-level session flags (which cannot come before a command's name anyway)."""
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
@@ -36,10 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
     parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
                         help="print mode output: text (the reply) or json (one event per line)")
-    if importlib.util.find_spec("picontext.cli.modes.common") is not None:
+    if only is None and importlib.util.find_spec("picontext.cli.modes.common") is not None:
         importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if only is None else (only,):
         module_name = f"picontext.cli.{name}"
         if importlib.util.find_spec(module_name) is not None:  # modules of work in progress may be absent
             importlib.import_module(module_name).register(sub)
@@ -47,24 +62,45 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from picontext.cli.store_cmds import apply_store_flag
+
+    # Pi (V8) reads and writes JSON nested thousands of levels deep, and so must every command;
+    # Python's default limit of 1,000 frames is below that (the JSON helpers recurse per level).
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
+
+    # `--store URL` is valid everywhere on the command line
+    arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
+    owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
+    if owner is not None and importlib.util.find_spec(f"picontext.cli.{owner}") is None:
+        owner = None
+    parser = build_parser(only=owner)
+    args = parser.parse_args(arguments)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         handler = _default_handler(args)
     if handler is None:
         parser.print_help()
         return 0
-    try:
-        return handler(args)
-    except (CliError, PicontextError) as exc:
-        print(f"picontext: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        print("picontext: interrupted", file=sys.stderr)
-        return 130
+    # Human output neutralizes control characters from session text (cli/terminal.py); JSON output,
+    # the RPC protocol and the full-screen modes (which draw with escape codes) write raw.
+    raw_stdout = (getattr(args, "json", False) or getattr(args, "mode", None) == "json"
+                  or getattr(args, "command", None) in _RAW_STDOUT_COMMANDS
+                  or (getattr(args, "command", None) is None and getattr(args, "prompt", None) is None))
+    with terminal.safe_output(stdout=not raw_stdout):
+        try:
+            return handler(args)
+        except (CliError, PicontextError) as exc:
+            print(f"picontext: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            return 0
+        except RecursionError:
+            print(f"picontext: data nested more than {_RECURSION_LIMIT // 2} levels deep", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("picontext: interrupted", file=sys.stderr)
+            return 130
 
 
 def _default_handler(args: argparse.Namespace) -> Handler | None:
@@ -74,7 +110,7 @@ def _default_handler(args: argparse.Namespace) -> Handler | None:
     if importlib.util.find_spec(module_name) is None:
         return None
     module = importlib.import_module(module_name)
-    return module.cmd_run if name == "agent_cmds" else module.cmd_chat  # type: ignore[no-any-return]
+    return module.cmd_run if name == "agent_cmds" else module.cmd_chat
 
 
 def run() -> None:

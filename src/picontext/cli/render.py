@@ -1,21 +1,44 @@
-"""Text renderings of entries and messages for the terminal (the only module that knows rich)."""
+"""Text renderings of entries and messages for the terminal (the only module that knows rich).
+
+It is also the one place where session text meets the terminal. Session files are untrusted
+input: a message can hold ESC sequences that set the window title or clear the screen, BEL, CR
+that overwrites a line, the 8-bit CSI (U+009B), or lone surrogates (JavaScript string slicing
+makes them) that the UTF-8 encoder refuses. `terminal.neutralize` makes all of these visible and
+harmless; `SafeConsole` applies it to the text rich prints (its own colour codes are left alone)
+and `terminal.safe_output` wraps stdout/stderr for everything written with `print`. JSON written to
+`sys.stdout.buffer` bypasses both and stays byte-exact.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from picontext.ai.types import content_text
+from picontext.cli.terminal import neutralize, raw
+
+
+class SafeConsole(Console):
+    """A rich Console that neutralizes the text it renders (not its own style codes)."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control else Segment(neutralize(segment.text), segment.style, segment.control)
+            for segment in buffer
+        )
 
 
 def console() -> Console:
-    out = Console(highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True, file=raw(sys.stdout))
     if not out.is_terminal:
         # Piped output has no width to respect: don't squeeze tables into 80 columns.
-        out = Console(highlight=False, soft_wrap=True, width=200)
+        out = SafeConsole(highlight=False, soft_wrap=True, width=200, file=raw(sys.stdout))
     return out
 
 
@@ -24,11 +47,18 @@ def short(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):  # nested deeper than orjson goes, or not JSON
+        return "…"
+
+
 def _args(arguments: Any) -> str:
     if isinstance(arguments, dict):
-        return ", ".join(f"{k}={short(v if isinstance(v, str) else orjson.dumps(v).decode(), 40)}"
+        return ", ".join(f"{k}={short(v if isinstance(v, str) else _json_text(v), 40)}"
                          for k, v in arguments.items())
-    return short(str(arguments), 60)
+    return short(_json_text(arguments), 60)
 
 
 def message_summary(message: Any, width: int = 100) -> str:
@@ -43,7 +73,8 @@ def message_summary(message: Any, width: int = 100) -> str:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text":
-                parts.append(block.get("text", ""))
+                text = block.get("text", "")
+                parts.append(text if isinstance(text, str) else _json_text(text))
             elif block.get("type") == "thinking":
                 parts.append(f"(thinking: {short(str(block.get('thinking', '')), 30)})")
             elif block.get("type") == "toolCall":
@@ -117,5 +148,8 @@ ROLE_STYLES = {
 }
 
 
-def role_text(role: str) -> Text:
+def role_text(role: Any) -> Text:
+    """The role column; a role that is not a string (hostile files) is shown as its JSON."""
+    if not isinstance(role, str):
+        role = _json_text(role)
     return Text(f"{role:>17}", style=ROLE_STYLES.get(role, "white"))

@@ -39,8 +39,16 @@ def _size(n: int) -> str:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from picontext.cli.store_cmds import open_database, store_url
+
     cwd = os.getcwd()
-    infos = list_all_sessions(args.dir) if args.all else list_sessions(cwd, args.dir)
+    url = store_url()
+    if url is not None:  # the session database (--store URL): one query over the session rows
+        from picontext.session.postgres.listing import list_sessions as list_stored
+
+        infos = list_stored(open_database(url), None if args.all else cwd)
+    else:
+        infos = list_all_sessions(args.dir) if args.all else list_sessions(cwd, args.dir)
     if args.json:
         rows = [{"path": i.path, "id": i.id, "cwd": i.cwd, "name": i.name, "entries": i.entry_count,
                  "messages": i.message_count, "size": i.size, "modified": i.modified.isoformat(),

@@ -99,7 +99,7 @@ def _branch_message(entry: Any, edit: Any) -> dict[str, Any] | None:
     message = projected[0]
     if field_of(message, "role") in ("toolResult", "system"):
         return None
-    return message  # type: ignore[no-any-return]
+    return message
 
 
 def prepare_branch_entries(
@@ -174,8 +174,8 @@ def _new_leaf(target: Any) -> str | None:
     """Where the leaf goes when navigating to `target` (spec 02 §8.4)."""
     kind = field_of(target, "type")
     if kind == "custom_message" or (kind == "message" and field_of(field_of(target, "message"), "role") == "user"):
-        return field_of(target, "parentId")  # type: ignore[no-any-return]
-    return field_of(target, "id")  # type: ignore[no-any-return]
+        return field_of(target, "parentId")
+    return field_of(target, "id")
 
 
 async def navigate_with_summary(
@@ -209,5 +209,5 @@ async def navigate_with_summary(
                                            instructions=instructions, replace_instructions=replace_instructions,
                                            signal=signal)
     details = {"readFiles": result.read_files, "modifiedFiles": result.modified_files}
-    return manager.branch_with_summary(new_leaf, result.summary, details, usage=result.usage)  # type: ignore[no-any-return]
+    return manager.branch_with_summary(new_leaf, result.summary, details, usage=result.usage)
 

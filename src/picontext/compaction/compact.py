@@ -15,6 +15,8 @@ Nothing is written until every model call has succeeded: a failed summary raises
 `SummarizationFailed` subclass and leaves the file byte-identical. The append itself happens
 under the session file's lock, after checking that nobody else wrote to the file while the
 summary was being written; if somebody did, `SessionChanged` is raised and nothing is appended.
+All of it goes through the manager's store (`SessionManager.aexclusive`): this module never
+touches a session file.
 
 Example::
 
@@ -27,8 +29,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,9 +39,8 @@ from picontext.compaction.prepare import prepare_compaction
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.summarize import SummaryResult, summarize_preparation
 from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
-from picontext.errors import ConfigError, NothingToCompact, SessionChanged
+from picontext.errors import ConfigError, NothingToCompact, SessionChanged, StaleSessionError
 from picontext.session.projection import field_of
-from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
 
 __all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens"]
@@ -68,7 +68,7 @@ def context_tokens(manager: Any) -> int:
 
     This is what the trigger (`should_compact`) and Pi's `tokensBefore` use.
     """
-    return int(estimate_projected_context_tokens(manager.build_session_projection(), manager.get_branch())["tokens"])
+    return int(estimate_projected_context_tokens(manager.build_session_projection(), manager.branch_view())["tokens"])
 
 
 def estimated_tokens(manager: Any) -> int:
@@ -84,30 +84,18 @@ def estimated_tokens(manager: Any) -> int:
     return tokens + sum(estimate_tokens(m) for m in messages if field_of(m, "role") != "system")
 
 
-def _fingerprint(path: str | None) -> tuple[int, int, int] | None:
-    if not path:
-        return None
+@contextlib.asynccontextmanager
+async def _append_guard(manager: Any) -> AsyncIterator[None]:
+    """Hold the session's writer section (waiting without blocking the event loop); refuse when
+    anybody appended since the manager read the session, so the plan still matches the file."""
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-@contextlib.contextmanager
-def _append_guard(manager: Any, fingerprint: tuple[int, int, int] | None) -> Iterator[None]:
-    """Hold the file lock, refuse if the file changed since `fingerprint`, then let appends through."""
-    path = manager.get_session_file() if manager.is_persisted() else None
-    if not path or not os.path.exists(path):
-        yield
-        return
-    with JsonlSessionStore(path).lock():
-        if _fingerprint(path) != fingerprint:
-            raise SessionChanged(
-                f"{path} changed while the summary was being written (another process appended to it); "
-                "nothing was appended. Run the compaction again."
-            )
-        yield  # the lock is reentrant for this thread: the manager's appends go through
+        async with manager.aexclusive():
+            yield
+    except StaleSessionError:
+        raise SessionChanged(
+            f"{manager.get_session_file()} changed while the summary was being written (another process appended "
+            "to it); nothing was appended. Run the compaction again."
+        ) from None
 
 
 def _nothing_reason(path: list[Any]) -> str:
@@ -117,8 +105,8 @@ def _nothing_reason(path: list[Any]) -> str:
 
 
 async def _summarize(manager: Any, completion: Completion | None, settings: CompactionSettings,
-                     instructions: str | None, thinking_level: str | None, signal: Any, verify: bool,
-                     fingerprint: tuple[int, int, int] | None) -> tuple[SummaryResult, str]:
+                     instructions: str | None, thinking_level: str | None, signal: Any,
+                     verify: bool) -> tuple[SummaryResult, str]:
     path = manager.get_branch()
     prep = prepare_compaction(path, settings)
     if prep is None:
@@ -128,7 +116,7 @@ async def _summarize(manager: Any, completion: Completion | None, settings: Comp
     result = await summarize_preparation(prep, completion, reserve_tokens=settings.reserve_tokens,
                                          instructions=instructions, thinking_level=thinking_level,
                                          signal=signal, verify=verify)
-    with _append_guard(manager, fingerprint):
+    async with _append_guard(manager):
         entry_id = manager.append_compaction(result.summary, result.first_kept_entry_id, result.tokens_before,
                                              result.details, usage=result.usage)
     return result, entry_id
@@ -159,21 +147,19 @@ async def compact_session(
     settings = settings or CompactionSettings()
     if leaf_id is not None:
         manager.branch(leaf_id)
-    fingerprint = _fingerprint(manager.get_session_file() if manager.is_persisted() else None)
     before = estimated_tokens(manager)
     outcome = CompactOutcome(strategy, before, before)
 
     if strategy == "summary":
         outcome.summary, entry_id = await _summarize(manager, completion, settings, instructions, thinking_level,
-                                                     signal, verify, fingerprint)
+                                                     signal, verify)
         outcome.appended.append(entry_id)
     else:
         edits = plan_masks(manager.build_session_projection(), settings.keep_recent_tokens)
         if edits:
-            with _append_guard(manager, fingerprint):
+            async with _append_guard(manager):
                 outcome.appended += apply_masks(manager, edits)
             outcome.masked = len(edits)
-            fingerprint = _fingerprint(manager.get_session_file() if manager.is_persisted() else None)
         if strategy == "mask" and not edits:
             raise NothingToCompact("Nothing to mask: no tool result is older than the keep window")
         if strategy == "mask-then-summary":
@@ -184,7 +170,7 @@ async def compact_session(
                     outcome.note = "still over the compaction threshold after masking; a summary needs --model"
                 else:
                     outcome.summary, entry_id = await _summarize(manager, completion, settings, instructions,
-                                                                 thinking_level, signal, verify, fingerprint)
+                                                                 thinking_level, signal, verify)
                     outcome.appended.append(entry_id)
             elif not edits:
                 raise NothingToCompact("Nothing to compact: no tool result to mask and the context is under the "

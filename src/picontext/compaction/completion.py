@@ -18,13 +18,16 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.models import Model
 from picontext.ai.retry import RetryPolicy
 from picontext.ai.retrying import RetryCallbacks, complete_with_retry
 from picontext.ai.types import empty_usage
+
+if TYPE_CHECKING:
+    from picontext.ai.providers import Context
 
 __all__ = [
     "Completion",
@@ -131,6 +134,7 @@ class ScriptedCompletion:
     ) -> dict[str, Any]:
         request = CompletionRequest(system_prompt, list(messages), max_tokens, options)
         self.requests.append(request)
+        reply: Any
         if self.replies:
             reply = self.replies.pop(0)
         elif self.default is not None:
@@ -144,7 +148,7 @@ class ScriptedCompletion:
         await asyncio.sleep(0)  # let concurrent requests interleave as real ones would
         if options.signal is not None and options.signal.aborted:
             return assistant_reply("", stop_reason="aborted", error="Request was aborted")
-        return assistant_reply(reply) if isinstance(reply, str) else dict(reply)  # type: ignore[arg-type]
+        return assistant_reply(reply) if isinstance(reply, str) else dict(reply)
 
 
 class StreamCompletion:
@@ -192,8 +196,8 @@ class StreamCompletion:
             cache_retention="none",
             client=self._client,
         )
-        context = {"systemPrompt": system_prompt, "messages": list(messages), "tools": []}
+        context = cast("Context", {"systemPrompt": system_prompt, "messages": list(messages), "tools": []})
         return await complete_with_retry(  # type: ignore[return-value]
-            self.model, context, stream_options,  # type: ignore[arg-type]
+            self.model, context, stream_options,
             policy=self._retry, sleep=self._sleep, callbacks=self._callbacks, stream_fn=self._stream,
         )

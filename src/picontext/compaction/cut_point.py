@@ -40,7 +40,8 @@ class CutPointResult:
 
 
 def _has_role(messages: Sequence[Any], roles: frozenset[str]) -> bool:
-    return any(field_of(m, "role") in roles for m in messages)
+    # A role that is a list or an object (hostile files) is simply not one of `roles`.
+    return any(isinstance(role := field_of(m, "role"), str) and role in roles for m in messages)
 
 
 def _is_compaction(entry: Any) -> bool:

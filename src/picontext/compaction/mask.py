@@ -116,6 +116,7 @@ def plan_masks(projection: SessionProjection, keep_recent_tokens: int) -> list[M
 
 
 def apply_masks(manager: Any, edits: Sequence[MaskEdit]) -> list[str]:
-    """Append one `context_edit` per planned mask at the manager's leaf; returns the new entry ids."""
-    return [manager.append_context_edit(e.target_id, {"content": [{"type": "text", "text": e.placeholder}]})
-            for e in edits]
+    """Append one `context_edit` per planned mask at the manager's leaf, all in one write (all or
+    none: a full disk leaves no mask behind); returns the new entry ids."""
+    return list(manager.append_context_edits(
+        [(e.target_id, {"content": [{"type": "text", "text": e.placeholder}]}) for e in edits]))

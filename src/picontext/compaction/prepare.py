@@ -41,7 +41,7 @@ class CompactionPreparation:
     messages_to_summarize: list[Any]
     turn_prefix_messages: list[Any]
     is_split_turn: bool
-    tokens_before: int
+    tokens_before: int | float  # Pi's estimate: a float when the usage numbers are
     previous_summary: str | None
     file_ops: FileOperations
     settings: CompactionSettings

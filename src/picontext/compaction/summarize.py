@@ -115,7 +115,8 @@ def reply_text(reply: dict[str, Any], label: str) -> str:
         raise SummaryTruncated(f"{label} failed: generation hit the token cap and the summary is incomplete")
     if stop == "aborted":
         raise SummaryAborted(f"{label} was aborted")
-    content = reply.get("content") if isinstance(reply.get("content"), list) else []
+    raw_content = reply.get("content")
+    content: list[Any] = raw_content if isinstance(raw_content, list) else []
     if any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content):
         raise SummaryToolCall(f"{label} attempted to call a tool")
     text = "\n".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text"

@@ -36,10 +36,11 @@ _SHORT_ESCAPES: Final = frozenset("\b\f\n\r\t\"\\")
 
 
 class ContextUsageEstimate(TypedDict):
-    """What Pi's estimateContextTokens returns (camelCase keys, JSON-ready)."""
+    """What Pi's estimateContextTokens returns (camelCase keys, JSON-ready). Usage-based numbers
+    are floats when the provider reported floats (or NaN for malformed usage), as in Pi."""
 
-    tokens: int
-    usageTokens: int
+    tokens: int | float
+    usageTokens: int | float
     trailingTokens: int
     lastUsageIndex: int | None
 
@@ -92,30 +93,44 @@ def _string_json_length(text: str) -> int:
 
 
 def _slow_json_length(value: Any) -> int:
-    if value is None or value is True or value is False:
-        return 4 if value is not False else 5
-    if isinstance(value, str):
-        return _string_json_length(value)
-    if isinstance(value, int | float):
-        return len(js_number(value))
-    if isinstance(value, list | tuple):
-        return 2 + max(len(value) - 1, 0) + sum(_slow_json_length(v) for v in value)
-    if isinstance(value, dict):
-        # Key order changes JSON.stringify's output but not its length.
-        return 2 + max(len(value) - 1, 0) + sum(_string_json_length(str(k)) + 1 + _slow_json_length(v)
-                                               for k, v in value.items())
-    return 4  # not JSON: counted as null
+    # An explicit stack, not recursion: arguments nested 1,000 deep are valid JSON (Pi counts them).
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or item is True:
+            total += 4
+        elif item is False:
+            total += 5
+        elif isinstance(item, str):
+            total += _string_json_length(item)
+        elif isinstance(item, int | float):
+            total += len(js_number(item))
+        elif isinstance(item, list | tuple):
+            total += 2 + max(len(item) - 1, 0)
+            stack.extend(item)
+        elif isinstance(item, dict):
+            # Key order changes JSON.stringify's output but not its length.
+            total += 2 + max(len(item) - 1, 0) + sum(_string_json_length(str(k)) + 1 for k in item)
+            stack.extend(item.values())
+        else:
+            total += 4  # not JSON: counted as null
+    return total
 
 
 def _needs_slow_path(value: Any) -> bool:
-    if isinstance(value, float):
-        return True
-    if isinstance(value, int):
-        return not -_MAX_SAFE < value < _MAX_SAFE and not isinstance(value, bool)
-    if isinstance(value, dict):
-        return any(_needs_slow_path(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_needs_slow_path(v) for v in value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, int):
+            if not -_MAX_SAFE < item < _MAX_SAFE and not isinstance(item, bool):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
 
 
@@ -125,7 +140,7 @@ def json_length(value: Any) -> int:
         try:
             return js_length(orjson.dumps(value).decode())
         except (TypeError, orjson.JSONEncodeError):
-            pass  # lone surrogates, odd types
+            pass  # lone surrogates, odd types, nesting deeper than orjson's limit
     return _slow_json_length(value)
 
 
@@ -263,10 +278,11 @@ def estimate_context_tokens(messages: Sequence[Any]) -> ContextUsageEstimate:
 
 
 def _source_of_message(projection: Any, message_index: int) -> Any:
-    seen = 0
-    for item in projection.entries:
-        seen += len(item.messages)
-        if message_index < seen:
+    # From the end: the usage anchor is almost always one of the last messages.
+    start = len(projection.messages)
+    for item in reversed(projection.entries):
+        start -= len(item.messages)
+        if message_index >= start:
             return item.source_entry
     return None
 

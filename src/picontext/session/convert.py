@@ -45,7 +45,7 @@ def convert_message(message: Any) -> dict[str, Any] | None:
     """One session message as a provider message, or None when it never reaches the model."""
     role = message.get("role") if isinstance(message, dict) else None
     if role in ("system", "user", "assistant", "toolResult"):
-        return message  # type: ignore[no-any-return]
+        return message
     ts = message.get("timestamp") if isinstance(message, dict) else None
     if role == "bashExecution":
         if message.get("excludeFromContext"):

@@ -9,13 +9,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from picontext import _json
 from picontext._clock import js_date_ms
-from picontext.ai.types import content_text
+from picontext.errors import SessionFormatError
 from picontext.session import paths
-from picontext.session.store import is_header, read_session_header
+from picontext.session.store import JsonlSessionStore, is_header
 
 
 @dataclass(slots=True)
@@ -33,74 +31,40 @@ class SessionInfo:
     first_message: str
 
 
-def _text(content: Any) -> str:
-    return content_text(content, " ")
-
-
 def build_session_info(path: str) -> SessionInfo | None:
     """Summary of one file, or None when it is not a session (first value not a header)."""
     try:
-        stat = os.stat(path)
-        header: dict[str, Any] | None = None
-        name: str | None = None
-        message_count = entry_count = 0
-        first_message = ""
-        last_activity = 0.0
-        with open(path, "rb") as f:
-            for raw in f:
-                if not raw.strip():
-                    continue
-                try:
-                    value = _json.loads(raw)
-                except _json.JsonLineError:
-                    continue
-                if header is None:
-                    if not (isinstance(value, dict) and value.get("type") == "session"):
-                        return None
-                    header = value
-                    continue
-                if not isinstance(value, dict):
-                    continue
-                entry_count += 1
-                kind = value.get("type")
-                if kind == "session_info":
-                    raw_name = value.get("name")
-                    name = raw_name.strip() or None if isinstance(raw_name, str) else None
-                elif kind == "message":
-                    message_count += 1
-                    message = value.get("message")
-                    role = message.get("role") if isinstance(message, dict) else None
-                    if role in ("user", "assistant"):
-                        ts = message.get("timestamp")
-                        activity = ts if isinstance(ts, int | float) else js_date_ms(value.get("timestamp"))
-                        if activity == activity and activity > last_activity:
-                            last_activity = float(activity)
-                        if role == "user" and not first_message:
-                            first_message = _text(message.get("content"))
-    except OSError:
+        facts = JsonlSessionStore(path).facts()
+    except (OSError, SessionFormatError):
         return None
-    if header is None:
+    if facts is None:
         return None
+    header = facts.header
     created_ms = js_date_ms(header.get("timestamp"))
     created = _dt(created_ms) if created_ms == created_ms else None
-    if last_activity > 0:
-        modified = _dt(last_activity)
+    if facts.last_activity_ms > 0:
+        modified = _dt(facts.last_activity_ms)
     elif created is not None:
         modified = created
     else:
-        modified = _dt(stat.st_mtime * 1000)
+        modified = _dt(facts.modified_ms)
     cwd = header.get("cwd")
     parent = header.get("parentSession")
     return SessionInfo(
-        path=path, id=str(header.get("id", "")), cwd=cwd if isinstance(cwd, str) else "", name=name,
+        path=path, id=str(header.get("id", "")), cwd=cwd if isinstance(cwd, str) else "", name=facts.name,
         parent_session_path=parent if isinstance(parent, str) else None, created=created, modified=modified,
-        message_count=message_count, entry_count=entry_count, size=stat.st_size,
-        first_message=first_message or "(no messages)",
+        message_count=facts.message_count, entry_count=facts.entry_count, size=facts.size,
+        first_message=facts.first_message or "(no messages)",
     )
 
 
 def _dt(ms: float) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    """Epoch ms as a datetime. JavaScript dates reach year 275760 and Python's stop at 9999: a
+    timestamp written in microseconds (year ~58000) is clamped instead of failing the listing."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return datetime.max.replace(tzinfo=UTC) if ms > 0 else datetime.min.replace(tzinfo=UTC)
 
 
 def _jsonl_files(directory: str) -> list[str]:
@@ -148,8 +112,8 @@ def find_most_recent_session(directory: str, cwd: str | None = None) -> str | No
         return None
     for path in files:
         try:
-            header = read_session_header(path)
-        except OSError:
+            header = JsonlSessionStore(path).read_header()
+        except (OSError, SessionFormatError):
             continue
         if not is_header(header):
             continue
@@ -166,8 +130,8 @@ def find_session_by_id(cwd: str, session_id: str, session_dir: str | None = None
     filter_cwd = session_dir is not None and paths.resolve_path(directory) != paths.default_session_dir(cwd)
     for path in _jsonl_files(directory):
         try:
-            header = read_session_header(path)
-        except OSError:
+            header = JsonlSessionStore(path).read_header()
+        except (OSError, SessionFormatError):
             continue
         if header is None or header.get("id") != session_id:
             continue

@@ -49,6 +49,10 @@ class LiveProjection:
         self._view: EntryView | None = None
         self._path: list[int] = []
         self._path_ids: list[Any] = []  # id of each path entry (None when absent); list.index = first occurrence
+        self._path_id_set: set[Any] | None = None  # the same ids as a set, for on_path
+        self._path_pos: dict[Any, int] | None = None  # id -> first position on the path, built on first use
+        self.last_compaction: int | None = None  # path position of the newest compaction
+        self.edit_count = 0  # context_edit entries among the context entries
         self._settings = ContextSettings()
         self._context: list[Entry] = []
         self._ctx_pos: dict[Hashable, list[int]] = {}
@@ -68,9 +72,12 @@ class LiveProjection:
         if UNSET in ids:
             ids = [None if key is UNSET else key for key in ids]  # an absent id compares like null
         self._path_ids = ids
+        self._path_id_set = None
         types = view.types_of(path)
         self._settings = self._settings_of(view, path, types)
         last_compaction = next((pos for pos in range(len(path) - 1, -1, -1) if types[pos] == "compaction"), None)
+        self.last_compaction = last_compaction
+        self._path_pos = None
         if last_compaction is None:
             self._set_context([view.entry(i) for i in path])
         else:
@@ -120,6 +127,7 @@ class LiveProjection:
     def _set_context(self, context: list[Entry]) -> None:
         self._context = context
         self._edits = collect_edits(context)
+        self.edit_count = sum(1 for e in context if field_of(e, "type") == "context_edit")
         self._ctx_pos = {}
         self._projected = []
         for i, entry in enumerate(context):
@@ -143,16 +151,23 @@ class LiveProjection:
         """Extend the path by `entry` (a child of the current leaf, at `index` in the view)."""
         position = len(self._path)
         self._path.append(index)
-        self._path_ids.append(field_of(entry, "id"))
+        entry_id = field_of(entry, "id")
+        self._path_ids.append(entry_id)
+        if self._path_id_set is not None and hashable(entry_id):
+            self._path_id_set.add(entry_id)
         self._settings.update(entry)
         kind = field_of(entry, "type")
+        if self._path_pos is not None and hashable(entry_id):
+            self._path_pos.setdefault(entry_id, position)
         if kind == "compaction":
+            self.last_compaction = position
             self._set_context(self._fold(entry, position))
             return
         ctx_index = len(self._context)
         self._context.append(entry)
         self._index_context(entry, ctx_index)
         if kind == "context_edit":
+            self.edit_count += 1
             target = entry.get("targetId")
             if hashable(target):
                 self._edits[target] = entry
@@ -177,8 +192,30 @@ class LiveProjection:
         """Positions (in the entry view) of the path root -> leaf; read-only."""
         return self._path
 
+    def path_position(self, entry_id: Any) -> int | None:
+        """Position on the path of the first entry with `entry_id` (as Pi finds entries by id)."""
+        if not hashable(entry_id):
+            return self._first_position(entry_id, None)
+        if self._path_pos is None:
+            positions: dict[Any, int] = {}
+            for position, key in enumerate(self._path_ids):
+                if hashable(key):
+                    positions.setdefault(key, position)
+            self._path_pos = positions
+        return self._path_pos.get(entry_id)
+
+    def contributes(self, entry_id: Any) -> bool:
+        """Whether an entry with `entry_id` is in the context and projects to some message."""
+        if not hashable(entry_id):
+            return any(field_of(p.source_entry, "id") == entry_id and p.messages for p in self._projected)
+        return any(self._projected[i].messages for i in self._ctx_pos.get(entry_id, ()))
+
     def on_path(self, entry_id: Any) -> bool:
-        return entry_id in self._path_ids
+        if not hashable(entry_id):
+            return entry_id in self._path_ids
+        if self._path_id_set is None:  # built on first use: most projections never ask
+            self._path_id_set = {i for i in self._path_ids if hashable(i)}
+        return entry_id in self._path_id_set
 
     @property
     def context_entries(self) -> list[Entry]:

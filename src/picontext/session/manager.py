@@ -1,10 +1,15 @@
-"""SessionManager: one session's entries, its tree index, the leaf pointer and persistence.
+"""SessionManager: one session as Pi's `SessionManager` API, over parts with one job each.
 
-The behaviour and error messages are Pi's `SessionManager` (session-manager.ts), in snake_case.
-Where we differ on purpose (docs/divergences.md): files are never rewritten in place (legacy
-upgrades and whole-file writes are atomic and keep a backup), a vanished file is recreated whole
-instead of without a header, a failed write leaves memory and disk as they were, appends are
-locked against other processes, skipped lines are reported, and the projection is incremental.
+    index.py   EntryIndex: entries by position and id, children, labels, session name
+    tree.py    paths root -> leaf, the whole forest
+    live.py    LiveProjection: the projection of the leaf's path, kept current per append
+    writer.py  SessionWriter: persistence rules (lazy flush, legacy upgrade, other writers)
+    store.py   the storage itself, behind the `SessionStore` protocol (protocol.py)
+
+This class holds the leaf and composes the parts; it builds entries (ids, timestamps, Pi's
+field order) and keeps memory and storage in step: an entry that cannot be written is removed
+from memory again. The behaviour and error messages are Pi's (session-manager.ts), in
+snake_case; the differences are in docs/divergences.md.
 
 Usage:
     sm = SessionManager.create("/home/u/proj")
@@ -14,11 +19,12 @@ Usage:
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from msgspec import UNSET
@@ -33,55 +39,31 @@ from picontext.errors import (
     NotEditable,
     NotOnActiveBranch,
     SessionFormatError,
-    SessionWriteError,
+    StaleSessionError,
 )
 from picontext.session import paths
+from picontext.session.index import EntryIndex, key_of
 from picontext.session.live import LiveProjection
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
-from picontext.session.projection import (
-    LAST,
-    Entry,
-    LeafArg,
-    SessionProjection,
-    field_of,
-    hashable,
-    message_role,
-)
-from picontext.session.store import (
-    JsonlSessionStore,
-    RawLine,
-    SessionStore,
-    read_session_file,
-    read_session_header,
-)
+from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection, field_of, message_role
+from picontext.session.protocol import LoadResult, SessionStore
+from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
+from picontext.session.tree import BranchView, TreeNode, build_tree, path_to
+from picontext.session.writer import APP_NAME, SessionWriter
 
 Warn = Callable[[str], None]
-APP_NAME = "pi"  # the reference's error text names its app; scripts match on it
 
 
 def stderr_warn(message: str) -> None:
     print(f"picontext: warning: {message}", file=sys.stderr)
 
 
-@dataclass(slots=True)
-class TreeNode:
-    entry: Entry
-    children: list[TreeNode] = field(default_factory=list)
-    label: str | None = None
-    label_timestamp: str | None = None
-
-
-def _key(value: Any) -> Hashable | None:
-    """`value` as a dict key, or None when it cannot be one (JSON lists and objects)."""
-    return value if hashable(value) else None
-
-
 class SessionManager:
-    """Entries in file order + id index + labels + leaf; appends persist per Pi's lazy-flush rule.
+    """One session: its index, its leaf, its live projection and its writer.
 
-    Invariant: `_entries` are the non-header file entries in file order; `_by_id`, `_children`,
-    `_labels`, `_name` and `_live` are derived from them and the leaf, and are updated together.
+    Invariant: the live projection, when valid, is the projection of the path to `_leaf` over
+    `_index`; every change of either goes through `_move_leaf`, `_append` or `_set_file_entries`.
     """
 
     def __init__(
@@ -106,24 +88,12 @@ class SessionManager:
         self._cwd = paths.resolve_path(cwd)
         self._session_dir = paths.resolve_path(session_dir) if session_dir else ""
         self._persist = persist
-        self._store: SessionStore | None = None
         self._session_file: str | None = None
-        self._header: dict[str, Any] = {}
-        self._file_entries: list[Any] = []
-        self._entries: list[Any] = []  # parsed entries, or RawLine until first needed
-        self._id_list: list[Any] = []  # id of each entry (UNSET when it has no id key)
-        self._type_list: list[Any] = []  # type of each entry
-        self._by_id: dict[Hashable, int] = {}  # id -> position in _entries (later duplicates win)
-        self._children: dict[Hashable, list[int]] | None = None  # built on first use
-        self._parent_pos: list[int | None] | None = None  # built on first use
-        self._labels: dict[Hashable, str] = {}
-        self._label_ts: dict[Hashable, Any] = {}
+        self._index = EntryIndex()
+        self._writer = SessionWriter(self._warn)
         self._leaf: LeafArg = None
-        self._has_assistant: bool | None = None  # computed on first use
-        self._name_entry: int | None = None
-        self._flushed = False
-        self._pending_upgrade: float | None = None  # legacy version awaiting an atomic upgrade
         self._live = LiveProjection()
+        self._batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] | None = None  # see batch()
         if persist and self._session_dir:
             paths.ensure_dir(self._session_dir)
         with gc_paused():
@@ -151,8 +121,9 @@ class SessionManager:
         """Open a session file (created lazily if it does not exist)."""
         resolved = paths.resolve_path(path)
         cwd = cwd_override
-        if cwd is None and os.path.exists(resolved):
-            header = read_session_header(resolved)
+        store = (kw.get("store_factory") or JsonlSessionStore)(resolved)
+        if cwd is None and store.exists():
+            header = store.read_header()
             if header is not None and isinstance(header.get("cwd"), str):
                 cwd = header["cwd"]
         directory = session_dir or os.path.dirname(resolved)
@@ -184,7 +155,8 @@ class SessionManager:
         """
         source = paths.resolve_path(source_path)
         target = paths.resolve_path(target_cwd)
-        loaded = read_session_file(source)
+        store_factory = kw.get("store_factory") or JsonlSessionStore
+        loaded = store_factory(source).load()
         if not loaded.valid:
             raise ForkError(f"Cannot fork: source session file is empty or invalid: {source}")
         entries = loaded.entries
@@ -200,7 +172,7 @@ class SessionManager:
         file = os.path.join(directory, paths.session_file_name(timestamp, session_id))
         header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": session_id,
                   "timestamp": timestamp, "cwd": target, "parentSession": source}
-        store = (kw.get("store_factory") or JsonlSessionStore)(file)
+        store = store_factory(file)
         store.create([header, *(e for e in entries if field_of(e, "type") != "session")])
         return cls(target, directory, file, True, **kw)
 
@@ -217,10 +189,8 @@ class SessionManager:
         if parent_session is not None:
             header["parentSession"] = parent_session
         self._set_file_entries([header])
-        self._flushed = False
-        self._pending_upgrade = None
-        if self._persist:
-            self._set_path(os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id)))
+        self._set_path(os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id))
+                       if self._persist else None)
         return self._session_file
 
     def set_session_file(self, path: str) -> None:
@@ -228,204 +198,57 @@ class SessionManager:
         self._set_session_file(path, None)
 
     def _set_path(self, path: str | None) -> None:
+        """Point at `path` (not written yet: the lazy-flush rule decides when)."""
         self._session_file = path
-        self._store = self._store_factory(path) if path and self._persist else None
+        self._writer.bind(self._store_factory(path) if path and self._persist else None)
 
     def _set_session_file(self, path: str, preloaded: list[Any] | None) -> None:
         resolved = paths.resolve_path(path)
-        if not os.path.exists(resolved):
+        store = self._store_factory(resolved)
+        if not store.exists():
             self.new_session()
             self._set_path(resolved)
             return
+        loaded = LoadResult()
         if preloaded is None:
-            loaded = read_session_file(resolved, lazy=True)
-            for line in loaded.warnings(resolved):
+            loaded = store.load(lazy=True)
+            for line in loaded.warnings(store.location):
                 self._warn(line)
             entries = loaded.entries if loaded.valid else []
         else:
             entries = preloaded
+            loaded.tail = store.tail()
         if not entries:
-            if os.path.getsize(resolved) > 0:
+            if loaded.size > 0:
                 raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {resolved}",
                                          path=resolved)
             self.new_session()
             self._set_path(resolved)
-            assert self._store is not None
-            self._store.replace(self._file_entries)
-            self._flushed = True
+            self._writer.replace_whole(self._index)
             return
-        self._set_path(resolved)
+        self._session_file = resolved
+        self._writer.bind(store, tail=loaded.tail, flushed=True)
         self._load_entries(entries, None, None)
-        self._flushed = True
 
     def _load_entries(self, entries: list[Any], new_id: str | None, parent_session: str | None) -> None:
         header = next((e for e in entries if field_of(e, "type") == "session"), None)
         if header is None:
             self.new_session(id=new_id, parent_session=parent_session)
-            self._set_file_entries(self._file_entries + list(entries))
+            self._set_file_entries(self._index.file_entries + list(entries))
             return
         version = file_version(entries)
-        if migrate_to_current(entries):
+        migrated = migrate_to_current(entries)
+        self._set_file_entries(entries)
+        if migrated:
             # Pi rewrites the file here. We upgrade it atomically on the first append instead,
             # so merely reading a legacy file never modifies it.
-            self._pending_upgrade = version
-        self._set_file_entries(entries)
+            self._writer.pending_upgrade = version
 
     def _set_file_entries(self, file_entries: list[Any]) -> None:
-        """Adopt a file's entries and build the index in bulk (comprehensions, not per-entry calls)."""
-        self._file_entries = file_entries
-        self._header = next((e for e in file_entries if field_of(e, "type") == "session"), {})
-        if file_entries and file_entries[0] is self._header:
-            entries = file_entries[1:]  # the usual shape: one header, first
-            if any(type(e) is dict and e.get("type") == "session" for e in entries if type(e) is not RawLine):
-                entries = [e for e in entries if type(e) is RawLine or field_of(e, "type") != "session"]
-        else:
-            entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
-        self._entries = entries
-        self._children = None
-        self._parent_pos = None
-        self._labels = {}
-        self._label_ts = {}
-        self._has_assistant = None
-        self._name_entry = None
-        ids = self._id_list = [e.id if type(e) is RawLine else (e.get("id", UNSET) if type(e) is dict else UNSET)
-                           for e in entries]
-        self._type_list = [e.type if type(e) is RawLine else field_of(e, "type") for e in entries]
-        try:
-            by_id = dict(zip(ids, range(len(entries)), strict=True))
-        except TypeError:  # an unhashable id somewhere: skip those
-            by_id = {k: i for i, k in enumerate(ids) if hashable(k)}
-        by_id.pop(UNSET, None)
-        self._by_id = by_id
-        self._leaf = None
-        if entries:
-            last = entries[-1]
-            last_id = last.id if type(last) is RawLine else (last.get("id", UNSET) if type(last) is dict else UNSET)
-            self._leaf = LAST if last_id is UNSET else last_id
-        types = self._type_list
-        if "label" in types or "session_info" in types:  # scanned in C; most sessions have few or none
-            for position in [i for i, t in enumerate(types) if t == "label" or t == "session_info"]:
-                self._index_metadata(position, entries[position])
+        self._index.load(file_entries)
+        last_id = self._index.last_id()
+        self._leaf = LAST if last_id is UNSET else last_id
         self._live.invalidate()
-
-    def _index_metadata(self, position: int, entry: dict[str, Any]) -> None:
-        kind = entry.get("type")
-        if kind == "label":
-            target = _key(entry.get("targetId"))
-            if entry.get("label"):
-                self._labels[target] = entry["label"]
-                self._label_ts[target] = entry.get("timestamp")
-            else:
-                self._labels.pop(target, None)
-                self._label_ts.pop(target, None)
-        elif kind == "session_info":
-            self._name_entry = position
-
-    def _children_index(self) -> dict[Hashable, list[int]]:
-        if self._children is None:
-            children: dict[Hashable, list[int]] = {}
-            for position, entry in enumerate(self._entries):
-                if type(entry) is RawLine:
-                    parent = entry.parent_id
-                else:
-                    parent = entry.get("parentId") if type(entry) is dict else None
-                children.setdefault(_key(parent), []).append(position)
-            self._children = children
-        return self._children
-
-    def _has_assistant_message(self) -> bool:
-        if self._has_assistant is None:
-            self._has_assistant = any(self.role_of(i) == "assistant" for i in range(len(self._entries))
-                                      if self.type_of(i) == "message")
-        return self._has_assistant
-
-    def _index(self, entry: dict[str, Any]) -> None:
-        """Index one appended entry."""
-        position = len(self._entries)
-        self._entries.append(entry)
-        self._id_list.append(entry.get("id", UNSET))
-        self._type_list.append(entry.get("type"))
-        key = entry.get("id")
-        if hashable(key):
-            self._by_id[key] = position
-        parent = _key(entry.get("parentId"))
-        if self._children is not None:
-            self._children.setdefault(parent, []).append(position)
-        if self._parent_pos is not None:
-            self._parent_pos.append(self._by_id.get(parent) if parent is not None else None)
-        self._leaf = key
-        if message_role(entry) == "assistant":
-            self._has_assistant = True
-        self._index_metadata(position, entry)
-
-    # ------------------------------------------------------------------ entry view (by position)
-
-    def entry(self, index: int) -> Entry:
-        """The entry at `index` in file order, parsed on first use."""
-        item = self._entries[index]
-        if type(item) is RawLine:
-            item = item.parse()
-            self._entries[index] = item
-        return item
-
-    def ids_of(self, positions: Iterable[int]) -> list[Any]:
-        """Ids of the entries at `positions` (UNSET where an entry has no id key)."""
-        return list(map(self._id_list.__getitem__, positions))
-
-    def types_of(self, positions: Iterable[int]) -> list[Any]:
-        return list(map(self._type_list.__getitem__, positions))
-
-    def type_of(self, index: int) -> Any:
-        return self._type_list[index]
-
-    def role_of(self, index: int) -> Any:
-        item = self._entries[index]
-        return item.role if type(item) is RawLine else message_role(item)
-
-    def _parent_positions(self) -> list[int | None]:
-        """Position of each entry's parent (None for roots and orphans), built once per load."""
-        if self._parent_pos is None:
-            by_id = self._by_id
-            entries = self._entries
-            parents = [e.parentId if type(e) is RawLine else (e.get("parentId") if type(e) is dict else None)
-                       for e in entries]
-            get = by_id.get
-            self._parent_pos = [get(p) if type(p) is str and p else _parent_lookup(by_id, p) for p in parents]
-        return self._parent_pos
-
-    def _path_to(self, leaf: LeafArg) -> list[int]:
-        """Positions from the root to `leaf` (Pi buildSessionPath on the index)."""
-        if leaf is None:
-            return []
-        start = self._by_id.get(leaf) if leaf and hashable(leaf) else None
-        if start is None:
-            if not self._entries:
-                return []
-            start = len(self._entries) - 1
-        parent_pos = self._parent_positions()
-        limit = len(parent_pos)
-        path: list[int] = []
-        append = path.append
-        current: int | None = start
-        while current is not None:
-            append(current)
-            current = parent_pos[current]
-            if len(path) > limit:  # longer than the session: a parent cycle (Pi loops forever)
-                return self._path_without_cycle(start)
-        path.reverse()
-        return path
-
-    def _path_without_cycle(self, start: int) -> list[int]:
-        parent_pos = self._parent_positions()
-        path: list[int] = []
-        seen: set[int] = set()
-        current: int | None = start
-        while current is not None and current not in seen:
-            seen.add(current)
-            path.append(current)
-            current = parent_pos[current]
-        path.reverse()
-        return path
 
     # ------------------------------------------------------------------ accessors
 
@@ -439,7 +262,7 @@ class SessionManager:
         return self._session_dir
 
     def get_session_id(self) -> str:
-        return str(self._header.get("id", ""))
+        return str(self._index.header.get("id", ""))
 
     def get_session_file(self) -> str | None:
         return self._session_file
@@ -448,13 +271,14 @@ class SessionManager:
         return self._session_dir == paths.default_session_dir(self._cwd)
 
     def get_header(self) -> dict[str, Any] | None:
-        return self._header or None
+        return self._index.header or None
 
     def get_entries(self) -> list[Entry]:
-        return [self.entry(i) for i in range(len(self._entries))]
+        index = self._index
+        return [index.entry(i) for i in range(len(index))]
 
     def entry_count(self) -> int:
-        return len(self._entries)
+        return len(self._index)
 
     def get_leaf_id(self) -> str | None:
         return None if self._leaf is LAST else self._leaf  # type: ignore[return-value]
@@ -464,65 +288,79 @@ class SessionManager:
         return self.get_entry(leaf) if leaf else None
 
     def get_entry(self, entry_id: str) -> Entry | None:
-        index = self._by_id.get(entry_id) if hashable(entry_id) else None
-        return None if index is None else self.entry(index)
+        position = self._index.position_of(entry_id)
+        return None if position is None else self._index.entry(position)
 
     def get_children(self, parent_id: str | None) -> list[Entry]:
         """Entries whose parentId equals `parent_id`, in file order (indexed, not scanned)."""
-        return [self.entry(i) for i in self._children_index().get(parent_id, ())]
+        return [self._index.entry(i) for i in self._index.children_of(parent_id)]
 
     def get_label(self, entry_id: str) -> str | None:
-        return self._labels.get(entry_id)
+        return self._index.labels.get(entry_id)
 
     def get_session_name(self) -> str | None:
-        if self._name_entry is None:
+        position = self._index.name_position
+        if position is None:
             return None
-        name = field_of(self.entry(self._name_entry), "name")
+        name = field_of(self._index.entry(position), "name")
         return name.strip() or None if isinstance(name, str) else None
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
         """Root-first path to `from_id` (default: the leaf); [] for an unknown start."""
         start = from_id if from_id is not None else self.get_leaf_id()
-        if not start or _key(start) not in self._by_id:
+        if not start or start not in self._index:
             return []
         if start == self._leaf and self._live.valid:
             positions = self._live.path_positions  # already walked for the projection
         else:
-            positions = self._path_to(start)
-        entries = self._entries
-        return [e if type(e := entries[i]) is not RawLine else self.entry(i) for i in positions]
+            positions = path_to(self._index, start)
+        entry = self._index.entry
+        return [entry(i) for i in positions]
+
+    # The request path asks about the current branch many times per turn; these answer from the
+    # live projection and the index, without walking or parsing the branch.
+
+    def _has_branch(self) -> bool:
+        leaf = self.get_leaf_id()  # as get_branch(): no branch without a known leaf id
+        return bool(leaf) and leaf in self._index
+
+    def branch_view(self) -> BranchView:
+        """`get_branch()` as a lazy sequence (entries parsed only when looked at)."""
+        return BranchView(self._index, self._live_projection().path_positions if self._has_branch() else [])
+
+    def branch_position(self, entry_id: Any) -> int | None:
+        """Position of `entry_id` on the current branch (first occurrence), or None."""
+        if entry_id is None or not self._has_branch():
+            return None
+        return self._live_projection().path_position(entry_id)
+
+    def latest_compaction_position(self) -> int | None:
+        """Position of the newest compaction on the current branch, or None."""
+        return self._live_projection().last_compaction if self._has_branch() else None
+
+    def context_has_edits(self) -> bool:
+        """Whether a context_edit entry is among the current context entries."""
+        return self._live_projection().edit_count > 0
+
+    def contributes_to_context(self, entry_id: Any) -> bool:
+        """Whether the entry `entry_id` is in the current context and projects to a message."""
+        return self._live_projection().contributes(entry_id)
+
+    def entries_after(self, entry_id: Any) -> list[Entry]:
+        """The current branch's entries after `entry_id` ([] when it is not on the branch)."""
+        position = self.branch_position(entry_id)
+        return [] if position is None else self.branch_view()[position + 1 :]
 
     def get_tree(self) -> list[TreeNode]:
         """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
-        nodes: dict[Hashable, TreeNode] = {}
-        ordered: list[tuple[Entry, TreeNode]] = []
-        for entry in self.get_entries():
-            key = _key(field_of(entry, "id"))
-            node = TreeNode(entry, [], self._labels.get(key), self._label_ts.get(key))
-            if key is not None:
-                nodes[key] = node
-            ordered.append((entry, node))
-        roots: list[TreeNode] = []
-        for entry, node in ordered:
-            parent_id = field_of(entry, "parentId")
-            parent = nodes.get(_key(parent_id)) if parent_id is not None else None
-            if parent_id is None or parent_id == field_of(entry, "id") or parent is None:
-                roots.append(node)
-            else:
-                parent.children.append(node)
-        stack = list(roots)
-        while stack:
-            node = stack.pop()
-            node.children.sort(key=_timestamp_key)
-            stack.extend(node.children)
-        return roots
+        return build_tree(self._index)
 
     # ------------------------------------------------------------------ projection
 
     def _live_projection(self) -> LiveProjection:
         if not self._live.valid:
             with gc_paused():
-                self._live.rebuild(self, self._path_to(self._leaf))
+                self._live.rebuild(self._index, path_to(self._index, self._leaf))
         return self._live
 
     def build_session_projection(self) -> SessionProjection:
@@ -537,7 +375,7 @@ class SessionManager:
     # ------------------------------------------------------------------ navigation
 
     def branch(self, entry_id: str) -> None:
-        if _key(entry_id) not in self._by_id:
+        if entry_id not in self._index:
             raise EntryNotFound(entry_id)
         self._move_leaf(entry_id)
 
@@ -551,7 +389,7 @@ class SessionManager:
 
     def branch_with_summary(self, from_id: str | None, summary: str, details: Any = None,
                             from_hook: bool | None = None, usage: Any = None) -> str:
-        if from_id is not None and _key(from_id) not in self._by_id:
+        if from_id is not None and from_id not in self._index:
             raise EntryNotFound(from_id)
         previous_leaf = self._leaf
         previous = self.get_leaf_id() or "root"
@@ -564,14 +402,34 @@ class SessionManager:
             self._move_leaf(previous_leaf)
             raise
 
+    # ------------------------------------------------------------------ writer sections
+
+    @contextlib.contextmanager
+    def exclusive(self, *, strict: bool = True) -> Iterator[None]:
+        """Hold the store's writer section; appends inside it do not wait for the lock again.
+
+        `strict`: appends are refused with StaleSessionError (nothing written) if another writer
+        appended since this manager last read or wrote — what a compaction planned on what it
+        read needs; entering raises the same. Not strict: such appends are taken in first (see
+        `_append`).
+        """
+        with self._writer.exclusive(strict=strict):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def aexclusive(self, *, strict: bool = True) -> AsyncIterator[None]:
+        """`exclusive()` for asyncio: waiting for another writer never blocks the event loop."""
+        async with self._writer.aexclusive(strict=strict):
+            yield
+
     # ------------------------------------------------------------------ appends
 
     def _new_id(self) -> str:
         for _ in range(100):
             candidate = self._ids.entry_id()
-            if candidate not in self._by_id:
+            if candidate not in self._index:
                 return candidate
-        return self._ids.full_id()  # type: ignore[attr-defined, no-any-return]
+        return self._ids.session_id()  # a full UUID, as Pi falls back to randomUUID()
 
     def _now_iso(self) -> str:
         return iso_from_ms(self._clock.now_ms())
@@ -581,86 +439,84 @@ class SessionManager:
                 "timestamp": timestamp or self._now_iso()}
 
     def _append(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """Add to memory, persist, and undo the memory change if persisting fails."""
-        snapshot = (self._leaf, self._has_assistant, self._name_entry, dict(self._labels), dict(self._label_ts))
-        live_was_valid = self._live.valid and self._leaf is not LAST and entry.get("parentId") == self._leaf
-        self._file_entries.append(entry)
-        self._index(entry)
-        if live_was_valid:
-            self._live.append(entry, len(self._entries) - 1)
-        else:
-            self._live.invalidate()
+        """Add to memory and persist; if another writer appended since our last read, take in
+        what it wrote first (file order is kept) and append after it, with a warning."""
         try:
-            self._persist_entry(entry)
+            return self._append_once(entry)
+        except StaleSessionError:
+            if self._writer.strict or self._writer.store is None:
+                raise
+            with self._writer.catching_up(self._index):
+                return self._append_once(entry)
+
+    def _append_once(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Add to memory, persist, and undo the memory change if persisting fails."""
+        if self._batch is not None:
+            self._batch.append((entry, self._leaf, self._index.snapshot()))
+            self._add(entry)
+            return entry
+        previous_leaf = self._leaf
+        snapshot = self._index.snapshot()
+        self._add(entry)
+        try:
+            self._writer.persist([entry], self._index)
         except BaseException:
-            self._file_entries.pop()
-            self._entries.pop()
-            self._id_list.pop()
-            self._type_list.pop()
-            del self._by_id[entry["id"]]
-            if self._children is not None:
-                self._children[_key(entry.get("parentId"))].pop()
-            if self._parent_pos is not None:
-                self._parent_pos.pop()
-            self._leaf = snapshot[0]
-            (self._leaf, self._has_assistant, self._name_entry, self._labels, self._label_ts) = snapshot
-            self._live.invalidate()
+            self._undo([(entry, previous_leaf, snapshot)])
             raise
         return entry
 
-    def _persist_entry(self, entry: dict[str, Any]) -> None:
-        store = self._store
-        if not self._persist or store is None:
-            return
-        if not self._has_assistant_message():
-            if self._flushed:
-                self._write(store, [entry])
-            return
-        if not self._flushed:
-            store.create(self._file_entries)
-            self._flushed = True
-            self._pending_upgrade = None
+    def _add(self, entry: dict[str, Any]) -> None:
+        live_was_valid = self._live.valid and self._leaf is not LAST and entry.get("parentId") == self._leaf
+        position = self._index.add(entry)
+        self._leaf = entry.get("id")
+        if live_was_valid:
+            self._live.append(entry, position)
         else:
-            self._write(store, [entry])
+            self._live.invalidate()
 
-    def _write(self, store: SessionStore, entries: list[Any]) -> None:
-        if self._pending_upgrade is not None:
-            self._upgrade_and_append(store, entries)
+    def _undo(self, added: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]]) -> None:
+        for _entry, previous_leaf, snapshot in reversed(added):
+            self._index.undo_add(snapshot)
+            self._leaf = previous_leaf
+        self._live.invalidate()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Appends inside the block are written together at its end, in one all-or-nothing write
+        (under one lock); if that write (or the block) fails, none of them stays in memory."""
+        if self._batch is not None:
+            yield
             return
+        batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] = []
+        self._batch = batch
         try:
-            store.append(entries)
-        except SessionWriteError as exc:
-            if not exc.missing:
+            yield
+        except BaseException:
+            self._batch = None
+            self._undo(batch)
+            raise
+        self._batch = None
+        if not batch:
+            return
+        entries = [entry for entry, _leaf, _snapshot in batch]
+        try:
+            self._writer.persist(entries, self._index)
+        except StaleSessionError:
+            if self._writer.strict or self._writer.store is None:
+                self._undo(batch)
                 raise
-            # Pi recreates a vanished file without its header; we write the whole session back.
-            store.replace(self._file_entries)
-            self._warn(f"session file was deleted while in use; rewrote it: {store.path}")
+            self._undo(batch)
+            with self._writer.catching_up(self._index), self.batch():
+                for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
+                    self._append_once(entry)
+        except BaseException:
+            self._undo(batch)
+            raise
 
-    def _upgrade_and_append(self, store: SessionStore, entries: list[Any]) -> None:
-        """First append to a legacy file: rewrite it as v3 atomically (original kept as backup).
-
-        Done under the file lock from what is on disk *now*, so lines another process appended
-        since we loaded are kept; v1 ids are deterministic, so they match ours.
-        """
-        version = self._pending_upgrade
-        with store.lock():
-            current = store.load()
-            if not current.valid:
-                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.path}",
-                                         path=store.path)
-            if file_version(current.entries) >= CURRENT_SESSION_VERSION:
-                upgraded = None  # somebody upgraded it meanwhile
-            else:
-                migrate_to_current(current.entries)
-                upgraded = current.entries + entries
-            if upgraded is not None:
-                suffix = f".v{int(version) if version is not None and version == version else 'x'}.bak"
-                store.replace(upgraded, backup_suffix=suffix)
-                self._warn(f"upgraded {store.path} to format v{CURRENT_SESSION_VERSION}; original kept as "
-                           f"{os.path.basename(store.path)}{suffix}")
-        if upgraded is None:
-            store.append(entries)
-        self._pending_upgrade = None
+    def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
+        """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""
+        with self.batch():
+            return [self.append_context_edit(target, replacement) for target, replacement in edits]
 
     def append_message(self, message: dict[str, Any]) -> str:
         entry = self._base("message")
@@ -718,7 +574,7 @@ class SessionManager:
         return self._append(entry)["id"]
 
     def append_label_change(self, target_id: str, label: str | None = None) -> str:
-        if _key(target_id) not in self._by_id:
+        if target_id not in self._index:
             raise EntryNotFound(target_id)
         entry = self._base("label")
         entry["targetId"] = target_id
@@ -771,7 +627,7 @@ class SessionManager:
             if field_of(entry, "type") == "compaction":
                 first = entry.get("firstKeptEntryId")
                 if first != entry.get("id"):
-                    copy["firstKeptEntryId"] = label_successor.get(_key(first), first)
+                    copy["firstKeptEntryId"] = label_successor.get(key_of(first), first)
             kept.append(copy)
             parent_id = field_of(entry, "id")
         session_id = self._ids.session_id()
@@ -783,28 +639,24 @@ class SessionManager:
         kept_ids = {field_of(e, "id") for e in kept}
         label_entries = []
         parent_id = field_of(kept[-1], "id") or None
-        for target, label in self._labels.items():
+        for target, label in self._index.labels.items():
             if target in kept_ids:
                 new_id = self._ids.entry_id()
                 while new_id in kept_ids:
                     new_id = self._ids.entry_id()
                 kept_ids.add(new_id)
                 label_entries.append({"type": "label", "id": new_id, "parentId": parent_id,
-                                      "timestamp": self._label_ts.get(target), "targetId": target,
+                                      "timestamp": self._index.label_ts.get(target), "targetId": target,
                                       "label": label})
                 parent_id = new_id
         self._set_file_entries([header, *kept, *label_entries])
-        self._pending_upgrade = None
         if not self._persist:
+            self._set_path(None)
             return None
         new_file = os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id))
         self._set_path(new_file)
-        if self._has_assistant_message():
-            assert self._store is not None
-            self._store.create(self._file_entries)
-            self._flushed = True
-        else:
-            self._flushed = False
+        if self._index.has_assistant_message():
+            self._writer.write_whole(self._index)
         return new_file
 
     # ------------------------------------------------------------------ listing (delegates)
@@ -816,7 +668,7 @@ class SessionManager:
         return list_sessions(cwd, session_dir)
 
     @staticmethod
-    def list_all(session_dir: str | None = None) -> list[Any]:
+    def list_all(session_dir: str | None = None) -> builtins.list[Any]:
         from picontext.session.listing import list_all_sessions
 
         return list_all_sessions(session_dir)
@@ -828,21 +680,10 @@ class SessionManager:
         return find_session_by_id(cwd, session_id, session_dir)
 
 
-def _parent_lookup(by_id: dict[Hashable, int], parent: Any) -> int | None:
-    """Pi follows a parentId only when it is truthy; unhashable values never match an id."""
-    if not parent or parent is UNSET or not hashable(parent):
-        return None
-    return by_id.get(parent)
-
 
 def _defined(**fields: Any) -> dict[str, Any]:
     """Keyword fields minus the ones that are None (Pi writes undefined fields as absent)."""
     return {k: v for k, v in fields.items() if v is not None}
-
-
-def _timestamp_key(node: TreeNode) -> float:
-    ms = js_date_ms(field_of(node.entry, "timestamp"))
-    return ms if ms == ms else 0.0
 
 
 __all__ = ["APP_NAME", "SessionManager", "TreeNode", "stderr_warn"]

@@ -52,7 +52,7 @@ def default_session_dir(cwd: str, root: str | None = None, *, create: bool = Fal
     """Per-cwd directory under the sessions root (created only when asked to)."""
     path = os.path.join(root or sessions_root(), encode_cwd(cwd))
     if create:
-        os.makedirs(path, exist_ok=True)
+        ensure_dir(path)
     return path
 
 
@@ -69,4 +69,22 @@ def is_valid_session_id(value: object) -> bool:
 
 
 def ensure_dir(path: str | Path) -> None:
-    os.makedirs(path, exist_ok=True)
+    """Create `path` and its missing parents as 0700, like the session files (0600) they hold:
+    directory names are project paths, which other users of the machine need not list.
+    Directories that already exist keep their mode."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
+            continue  # another process made it first
+        os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask

@@ -318,7 +318,7 @@ def collect_edits(context_entries: Iterable[Entry]) -> dict[Hashable, Entry]:
 def project_context_entries(context_entries: Sequence[Entry]) -> list[ProjectedEntry]:
     """Project each folded entry; only a compaction at index 0 contributes its summary."""
     edits = collect_edits(context_entries)
-    projected = []
+    projected: list[ProjectedEntry] = []
     append = projected.append
     for index, entry in enumerate(context_entries):
         if type(entry) is dict:

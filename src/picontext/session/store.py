@@ -1,12 +1,12 @@
-"""Session storage: reading JSONL files the way Pi reads them, and writing them safely.
+"""`JsonlSessionStore`: a session in one JSONL file, read the way Pi reads it, written safely.
 
-`SessionStore` is the seam: the projection and the manager only need "load the file entries",
-"append these entries", "write a whole new file" and "hold the lock". `JsonlSessionStore` is the
-embedded default; a sidecar index or a database store implements the same protocol.
+Implements the `SessionStore` protocol (`protocol.py`); this is the only module that opens,
+stats or locks a session file.
 
 Writing rules (docs/storage.md):
 * one `os.write` per batch of whole lines on an O_APPEND descriptor, under an advisory
-  `flock`, so two processes never interleave or lose a line;
+  `flock`, so two processes never interleave or lose a line; with `expect=`, the batch is
+  refused (StaleSessionError) when the file no longer ends where the writer last saw it;
 * before appending, the last byte on disk is checked: a torn line left by a crash (ours or
   anybody's) is closed with a newline first, so the new entry starts on a fresh line; the torn
   fragment itself is never modified;
@@ -15,54 +15,50 @@ Writing rules (docs/storage.md):
 * whole-file writes (new files, legacy upgrades) go to a temporary file that is fsynced and
   renamed over the target; an upgraded legacy file keeps its original as `<name>.v<N>.bak`.
 * fsync: on creation and whole-file writes always; on appends only when `fsync=True`.
+
+Reading refuses anything that is not a regular file (FIFO, device, directory) before opening it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import os
-import threading
+import stat as stat_mod
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
 
 import msgspec
 import orjson
 
 from picontext import _json
+from picontext._clock import js_date_ms
 from picontext._gc import gc_paused
-from picontext.errors import SessionLockedError, SessionWriteError
+from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.session import jsonl_index
+from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail
+
+__all__ = [
+    "JsonlSessionStore",
+    "ListingFacts",
+    "LoadResult",
+    "RawLine",
+    "SessionStore",
+    "SkippedLine",
+    "Tail",
+    "is_header",
+    "load_file_entries",
+    "parse_session_bytes",
+    "read_session_file",
+    "read_session_header",
+]
 
 HEADER_SCAN_LIMIT = 1024 * 1024
-_HELD: dict[str, int] = {}  # realpath of a session file -> id of the thread holding its lock
-
-
-@dataclass(slots=True)
-class SkippedLine:
-    line: int  # 1-based line number in the file
-    reason: str
-    torn: bool = False  # the unterminated last line: most likely a write cut short by a crash
-
-
-@dataclass(slots=True)
-class LoadResult:
-    """What a file held: all parsed values in file order (header first) and what was skipped."""
-
-    entries: list[Any] = field(default_factory=list)
-    skipped: list[SkippedLine] = field(default_factory=list)
-    missing_newline: bool = False  # the file does not end with "\n"
-    valid: bool = False  # first parsed value is a header with a string id
-    size: int = 0
-
-    def warnings(self, path: str) -> list[str]:
-        out = []
-        for s in self.skipped:
-            what = "torn last line (incomplete write?)" if s.torn else "unreadable line"
-            out.append(f"{path}:{s.line}: {what} skipped: {s.reason}")
-        return out
+# Real paths of the session files whose writer section this thread or task holds.
+_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("picontext_held_locks", default=frozenset())
 
 
 def _is_js_falsy(value: Any) -> bool:
@@ -202,17 +198,133 @@ def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> No
             append(value)
 
 
-def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
-    """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes)."""
+_KINDS = (
+    (stat_mod.S_ISDIR, "a directory"),
+    (stat_mod.S_ISFIFO, "a FIFO"),
+    (stat_mod.S_ISCHR, "a character device"),
+    (stat_mod.S_ISBLK, "a block device"),
+    (stat_mod.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(path: str, mode: int) -> SessionFormatError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return SessionFormatError(f"not a regular file ({kind}), cannot be a session: {path}", path=path)
+
+
+def _open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """Open `path` only if it is a regular file (checked before opening, so a FIFO never blocks
+    us, and again on the descriptor). FileNotFoundError passes through."""
     try:
-        with open(path, "rb") as f:
-            lines, size = _split_file(f)
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not flags & os.O_CREAT:
+            raise
+    else:
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise _not_regular(path, st.st_mode)
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise _not_regular(path, st.st_mode)
+        if flags & os.O_NONBLOCK == 0:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _generation(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
+    """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes).
+
+    (Loading through the index cache was measured slower than decoding the heads of the lines
+    directly, see docs/performance.md, so loading always reads the file itself.)
+    """
+    try:
+        fd = _open_regular(path)
     except FileNotFoundError:
         return LoadResult()
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        lines, size = _split_file(f)
     with gc_paused():
         result = parse_session_bytes(lines, lazy=lazy)
     result.size = size
+    result.tail = Tail(_generation(st), size)
     return result
+
+
+def read_appended(path: str, tail: Tail, *, lazy: bool = False) -> LoadResult | None:
+    """Complete lines appended to `path` after `tail`, or None when the file no longer extends it."""
+    try:
+        fd = _open_regular(path)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if _generation(st) != tail.generation or st.st_size < tail.offset:
+            return None
+        offset = tail.offset
+        data = os.pread(fd, st.st_size - offset, offset) if st.st_size > offset else b""
+        if offset > 0 and data and os.pread(fd, 1, offset - 1) != b"\n":
+            # `tail` ended inside a torn line: whatever follows up to the next newline belongs to
+            # that line (as a whole reader sees it), so it is not a record of its own.
+            cut = data.find(b"\n")
+            if cut < 0:
+                return LoadResult(tail=tail)
+            offset += cut + 1
+            data = data[cut + 1 :]
+    finally:
+        os.close(fd)
+    data = data[: data.rfind(b"\n") + 1]  # complete lines only: a writer may be mid-line
+    result = LoadResult()
+    lines = data.split(b"\n")
+    lines.pop()  # the empty piece after the last "\n"
+    with gc_paused():
+        if lazy:
+            _parse_rest_lazily(lines, 0, result)
+        else:
+            _parse_full(lines, 0, result)
+    result.size = len(data)
+    result.tail = Tail(tail.generation, offset + len(data))
+    return result
+
+
+def indexed_facts(path: str) -> ListingFacts | None:
+    """Listing facts through the index cache: when the file did not change since it was indexed,
+    only the index is read; otherwise the file is, and the index is extended (the file grew and
+    still starts with what was indexed) or rebuilt (anything else), and written back."""
+    real = os.path.realpath(path)
+    fd = _open_regular(path)
+    try:
+        st = os.fstat(fd)
+        data = jsonl_index.read_index(real)
+        if data is not None and (data.dev, data.ino, data.size, data.mtime_ns) == (
+            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+        ):
+            return jsonl_index.facts_of(data, st)
+        with open(fd, "rb", closefd=False) as f:
+            buffer = f.read()
+    finally:
+        os.close(fd)
+    hasher = None if data is None else jsonl_index.check_prefix(data, st, buffer)
+    if data is None or hasher is None:
+        data = jsonl_index.new_index(st)
+    before = (data.size, data.mtime_ns)
+    jsonl_index.extend(data, buffer, st, hasher)
+    if (data.size, data.mtime_ns) != before or data.size == 0:
+        jsonl_index.write_index(real, data)
+    rest = buffer[data.size :]
+    if rest.strip():  # an unterminated last line counts if it parses, as in a whole read
+        data = msgspec.structs.replace(data)
+        jsonl_index.add_line(data, rest)
+    return jsonl_index.facts_of(data, st)
 
 
 _CHUNK = 8 * 1024 * 1024
@@ -243,7 +355,7 @@ def load_file_entries(path: str) -> list[Any]:
 
 def read_session_header(path: str) -> dict[str, Any] | None:
     """The header if the first parsed value of the file is one, reading at most 1 MiB."""
-    with open(path, "rb") as f:
+    with open(_open_regular(path), "rb") as f:
         scanned = 0
         while True:
             raw = f.readline(HEADER_SCAN_LIMIT - scanned + 1)
@@ -263,18 +375,53 @@ def read_session_header(path: str) -> dict[str, Any] | None:
             return value if is_header(value) else None
 
 
-class SessionStore(Protocol):
-    """Where a session's lines live. All writes are whole lines; nothing is ever rewritten in
-    place."""
+def scan_listing_facts(path: str) -> ListingFacts | None:
+    """Listing facts from a whole read of the file (Pi's buildSessionInfo rules); None if the
+    first parsed value is not a session header."""
+    from picontext.ai.types import content_text
 
-    path: str
+    header: dict[str, Any] | None = None
+    facts: ListingFacts | None = None
+    with open(_open_regular(path), "rb") as f:
+        st = os.fstat(f.fileno())
+        for raw in f:
+            if not raw.strip():
+                continue
+            try:
+                value = _json.loads(raw)
+            except _json.JsonLineError:
+                continue
+            if header is None:
+                if not (isinstance(value, dict) and value.get("type") == "session"):
+                    return None
+                header = value
+                facts = ListingFacts(header, size=st.st_size, modified_ms=st.st_mtime * 1000)
+                continue
+            assert facts is not None
+            _add_fact(facts, value, content_text)
+    return facts
 
-    def exists(self) -> bool: ...
-    def load(self) -> LoadResult: ...
-    def append(self, entries: list[Any]) -> None: ...
-    def create(self, file_entries: list[Any]) -> None: ...
-    def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> None: ...
-    def lock(self) -> contextlib.AbstractContextManager[None]: ...
+
+def _add_fact(facts: ListingFacts, value: Any, content_text: Any) -> None:
+    if not isinstance(value, dict):
+        return
+    facts.entry_count += 1
+    kind = value.get("type")
+    if kind == "session_info":
+        raw_name = value.get("name")
+        facts.name = raw_name.strip() or None if isinstance(raw_name, str) else None
+    elif kind == "message":
+        facts.message_count += 1
+        message = value.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        if role in ("user", "assistant"):
+            assert isinstance(message, dict)
+            ts = message.get("timestamp")
+            activity = ts if isinstance(ts, int | float) else js_date_ms(value.get("timestamp"))
+            if activity == activity and activity > facts.last_activity_ms:
+                facts.last_activity_ms = float(activity)
+            if role == "user" and not facts.first_message:
+                facts.first_message = content_text(message.get("content"), " ")
 
 
 def _encode(entries: Iterable[Any]) -> bytes:
@@ -291,78 +438,159 @@ def _fsync_dir(path: str) -> None:
 
 
 class JsonlSessionStore:
-    """A session in one JSONL file. New files are created with mode 0600."""
+    """A session in one JSONL file (see the module docstring). New files get mode 0600."""
 
     def __init__(self, path: str, *, fsync: bool = False, lock_timeout: float = 30.0) -> None:
         self.path = path
         self.fsync = fsync
         self.lock_timeout = lock_timeout
 
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def location(self) -> str:
+        return self.path
+
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def load(self) -> LoadResult:
-        return read_session_file(self.path)
+    def tail(self) -> Tail | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return Tail(_generation(st), st.st_size)
+
+    def load(self, *, lazy: bool = False) -> LoadResult:
+        return read_session_file(self.path, lazy=lazy)
+
+    def read_since(self, tail: Tail, *, lazy: bool = False) -> LoadResult | None:
+        return read_appended(self.path, tail, lazy=lazy)
+
+    def read_header(self) -> dict[str, Any] | None:
+        return read_session_header(self.path)
+
+    def facts(self) -> ListingFacts | None:
+        """From the index cache when it is on (only the index is read when the file did not
+        change); otherwise by reading the file."""
+        if not jsonl_index.enabled():
+            return scan_listing_facts(self.path)
+        return indexed_facts(self.path)
+
+    # ------------------------------------------------------------------ the writer section
+
+    def _key(self) -> str:
+        return os.path.realpath(self.path)
+
+    def _held(self) -> bool:
+        return self._key() in _HELD.get()
+
+    def _try_lock(self, flags: int) -> int | None:
+        """A descriptor holding the file's flock, or None when another writer holds it."""
+        fd = _open_regular(self.path, flags)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            # The holder may have replaced the file (atomic upgrade): lock the new one instead.
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd
+            os.close(fd)
+            return None
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+
+    def _locked(self) -> SessionLockedError:
+        return SessionLockedError(f"Session file is locked by another process: {self.path}")
 
     @contextlib.contextmanager
     def _locked_fd(self, flags: int) -> Iterator[int]:
-        key = os.path.realpath(self.path)
-        if _HELD.get(key) == threading.get_ident():
-            # This thread already holds the file's lock (store.lock()): a second flock from another
+        if self._held():
+            # This thread or task holds the writer section: a second flock from another
             # descriptor would wait for ourselves, so write through a plain descriptor.
-            fd = os.open(self.path, flags, 0o600)
+            fd = _open_regular(self.path, flags)
             try:
                 yield fd
             finally:
                 os.close(fd)
             return
         deadline = time.monotonic() + self.lock_timeout
-        while True:
-            fd = os.open(self.path, flags, 0o600)
-            try:
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() > deadline:
-                            raise SessionLockedError(
-                                f"Session file is locked by another process: {self.path}"
-                            ) from None
-                        time.sleep(0.005)
-                # The holder may have replaced the file (atomic upgrade): lock the new one instead.
-                try:
-                    same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-                except FileNotFoundError:
-                    same = False
-                if same:
-                    yield fd
-                    return
-            finally:
-                os.close(fd)  # closing releases the flock
+        while (locked := self._try_lock(flags)) is None:
+            if time.monotonic() > deadline:
+                raise self._locked()
+            time.sleep(0.005)
+        try:
+            yield locked
+        finally:
+            os.close(locked)  # closing releases the flock
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def writer(self) -> Iterator[Tail | None]:
         """Hold the file's advisory lock, e.g. to check that nobody appended before appending.
 
-        Reentrant for the holding thread: appends and replacements made through any store of the
-        same file while it is held go through without waiting for the lock again.
+        Reentrant for the holding thread or task: appends and replacements made through any store
+        of the same file while it is held go through without waiting for the lock again.
         """
-        key = os.path.realpath(self.path)
-        if _HELD.get(key) == threading.get_ident():
-            yield
+        if self._held():
+            yield self.tail()
             return
-        with self._locked_fd(os.O_RDWR | os.O_CREAT):
-            _HELD[key] = threading.get_ident()
-            try:
-                yield
-            finally:
-                del _HELD[key]
+        try:
+            cm = self._locked_fd(os.O_RDWR)
+            fd = cm.__enter__()
+        except FileNotFoundError:
+            yield None  # nothing to protect: creating a file is exclusive by itself
+            return
+        token = _HELD.set(_HELD.get() | {self._key()})
+        try:
+            yield Tail(_generation(os.fstat(fd)), os.fstat(fd).st_size)
+        finally:
+            _HELD.reset(token)
+            cm.__exit__(None, None, None)
 
-    def append(self, entries: list[Any]) -> None:
+    lock = writer  # the name of the section before the protocol existed
+
+    @contextlib.asynccontextmanager
+    async def awriter(self) -> AsyncIterator[Tail | None]:
+        """`writer()` for asyncio: while another process holds the lock, the wait yields to the
+        event loop (abort, RPC and timers keep running) instead of sleeping in it."""
+        import asyncio  # only the agent needs it: not imported by every CLI call
+
+        if self._held():
+            yield self.tail()
+            return
+        deadline = time.monotonic() + self.lock_timeout
+        try:
+            while (fd := self._try_lock(os.O_RDWR)) is None:
+                if time.monotonic() > deadline:
+                    raise self._locked()
+                await asyncio.sleep(0.005)
+        except FileNotFoundError:
+            yield None
+            return
+        token = _HELD.set(_HELD.get() | {self._key()})
+        try:
+            yield Tail(_generation(os.fstat(fd)), os.fstat(fd).st_size)
+        finally:
+            _HELD.reset(token)
+            os.close(fd)
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, entries: list[Any], *, expect: Tail | None = None) -> Tail:
         """Append whole lines in one write; refuses to recreate a vanished file (caller decides)."""
         if not entries:
-            return
+            current = self.tail()
+            if expect is not None and current != expect:
+                raise self._stale()
+            return current or Tail((0, 0), 0)
         payload = _encode(entries)
         try:
             cm = self._locked_fd(os.O_RDWR | os.O_APPEND)
@@ -370,14 +598,22 @@ class JsonlSessionStore:
         except FileNotFoundError:
             raise SessionWriteError(f"Session file disappeared: {self.path}", missing=True) from None
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
+            if expect is not None and Tail(_generation(st), size) != expect:
+                raise self._stale()
             if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
                 payload = b"\n" + payload  # close a torn or unterminated last line first
             self._write_all(fd, payload, size)
             if self.fsync:
                 os.fsync(fd)
+            return Tail(_generation(st), size + len(payload))
         finally:
             cm.__exit__(None, None, None)
+
+    def _stale(self) -> StaleSessionError:
+        return StaleSessionError(f"{self.path} changed since it was read (another writer appended or replaced "
+                                 "it); nothing was appended")
 
     def _write_all(self, fd: int, payload: bytes, size_before: int) -> None:
         view = memoryview(payload)
@@ -390,7 +626,7 @@ class JsonlSessionStore:
                 os.ftruncate(fd, size_before)
             raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror}") from exc
 
-    def create(self, file_entries: list[Any]) -> None:
+    def create(self, file_entries: list[Any]) -> Tail:
         """Write a brand-new file; fails with FileExistsError if the path already exists."""
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         payload = _encode(file_entries)
@@ -404,12 +640,16 @@ class JsonlSessionStore:
         finally:
             os.unlink(tmp)
         _fsync_dir(self.path)
+        return self.tail() or Tail((0, 0), len(payload))
 
-    def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> None:
+    def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> Tail:
         """Atomically replace the file's content (tmp + fsync + rename), keeping a backup."""
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        if self.exists() and not os.path.isfile(self.path):
+            raise _not_regular(self.path, os.stat(self.path).st_mode)
         tmp = self._tmp_path()
-        self._write_new(tmp, _encode(file_entries))
+        payload = _encode(file_entries)
+        self._write_new(tmp, payload)
         try:
             if backup_suffix and os.path.exists(self.path):
                 backup = self.path + backup_suffix
@@ -421,6 +661,7 @@ class JsonlSessionStore:
                 os.unlink(tmp)
             raise
         _fsync_dir(self.path)
+        return self.tail() or Tail((0, 0), len(payload))
 
     def _tmp_path(self) -> str:
         return f"{self.path}.{os.getpid()}.{time.monotonic_ns()}.tmp"

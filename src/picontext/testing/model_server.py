@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from picontext.ai.models import Model
 
@@ -113,6 +113,8 @@ class Reply:
     drop_after_frames: int | None = None
     hold_after_frames: int | None = None
     hold_event: threading.Event | None = None
+    held_event: threading.Event | None = None
+    """Set when the stream reaches the hold point (the frames before it are sent)."""
     status: int = 200
     match: Callable[[RecordedRequest], bool] | None = None
     """Only a request this accepts takes the step; None: the next request, whatever it is."""
@@ -126,9 +128,10 @@ class Reply:
         """Close the socket (no chunked terminator) after `frames` SSE frames."""
         return replace(self, drop_after_frames=frames)
 
-    def hold_after(self, frames: int, event: threading.Event) -> Reply:
-        """Send `frames` SSE frames, then wait for `event` before sending the rest."""
-        return replace(self, hold_after_frames=frames, hold_event=event)
+    def hold_after(self, frames: int, event: threading.Event, held: threading.Event | None = None) -> Reply:
+        """Send `frames` SSE frames, then wait for `event` before sending the rest (`held` is set
+        once those frames are out: a test can wait for "the reply is streaming" as an event)."""
+        return replace(self, hold_after_frames=frames, hold_event=event, held_event=held)
 
     def with_usage(self, usage: Usage) -> Reply:
         return replace(self, usage=usage)
@@ -420,7 +423,7 @@ def frames_anthropic(r: Reply, model_id: str) -> list[bytes]:
         "cache_read_input_tokens": u.cache_read,
         "cache_creation_input_tokens": u.cache_write,
     }
-    msg = {
+    msg: dict[str, Any] = {
         "id": "msg_scripted",
         "type": "message",
         "role": "assistant",
@@ -475,7 +478,7 @@ def frames_gemini(r: Reply, model_id: str) -> list[bytes]:
                 part["thought"] = True
             out.append({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]})
     u = r.usage
-    last = {
+    last: dict[str, Any] = {
         "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": r.stop or "STOP", "index": 0}],
         "usageMetadata": {
             "promptTokenCount": u.input + u.cache_read,
@@ -603,6 +606,8 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if step.hold_after_frames is not None and n == step.hold_after_frames and step.hold_event is not None:
                     self.wfile.flush()
+                    if step.held_event is not None:
+                        step.held_event.set()
                     while not step.hold_event.wait(0.02):
                         if self.server.owner._stopping.is_set():
                             self._drop()
@@ -651,6 +656,7 @@ class ScriptedModelServer:
 
     def __init__(self, *steps: Step) -> None:
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._steps: list[Step] = list(steps)
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
@@ -659,7 +665,7 @@ class ScriptedModelServer:
         self._thread: threading.Thread | None = None
 
     # lifecycle
-    def start(self) -> ScriptedModelServer:
+    def start(self) -> Self:
         if self._httpd is not None:
             return self
         httpd = _Server(("127.0.0.1", 0), _Handler)
@@ -679,7 +685,7 @@ class ScriptedModelServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> ScriptedModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -714,6 +720,7 @@ class ScriptedModelServer:
     def _take(self, req: RecordedRequest) -> Step | None:
         with self._lock:
             self.requests.append(req)
+            self._arrived.notify_all()
             if req.dialect is not None:
                 # Steps are served in order; a step with a `when` predicate waits for a request
                 # it accepts, so concurrent requests get the reply meant for them.
@@ -722,6 +729,12 @@ class ScriptedModelServer:
                         return self._steps.pop(i)
             self.unexpected.append(req)
             return None
+
+    def wait_for_requests(self, count: int, timeout: float = 30) -> None:
+        """Block until `count` requests have arrived (an event, not a sleep); AssertionError on timeout."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise AssertionError(f"ScriptedModelServer: {len(self.requests)} of {count} requests after {timeout}s")
 
     def assert_complete(self) -> None:
         """Fail on unexpected requests or steps never consumed."""

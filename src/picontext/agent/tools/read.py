@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import stat
+from pathlib import Path
 from typing import Any, ClassVar
 
 from picontext.agent.tools._base import PATH_HELP, ToolBase, positive_int, resolve
@@ -18,6 +21,41 @@ IMAGE_TYPES = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
+
+
+# Read at most this much: a whole file is loaded to count its lines, and a model asking for a
+# multi-gigabyte log must not take the process down with it.
+MAX_READ_BYTES = 32 * 1024 * 1024
+
+
+def _read_capped(path: Path, given: str) -> bytes:
+    """The file's bytes, refusing what is not a regular file (a FIFO would block forever, a
+    device never ends) and files over MAX_READ_BYTES."""
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ToolError(f"Cannot read {given}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ToolError(f"{given} is not a regular file (a FIFO, device or socket); it was not read")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_READ_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_READ_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_READ_BYTES:
+            raise ToolError(f"{given} is larger than {format_size(MAX_READ_BYTES)}; read parts of it with bash "
+                            f"(e.g. sed -n '1,200p' {given})")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ToolError(f"Cannot read {given}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 class ReadTool(ToolBase):
@@ -53,10 +91,7 @@ class ReadTool(ToolBase):
         if path.is_dir():
             raise ToolError(f"{given} is a directory; use ls to list it")
         mime = IMAGE_TYPES.get(path.suffix.lower())
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ToolError(f"Cannot read {given}: {exc.strerror or exc}") from None
+        data = _read_capped(path, given)
         if mime is not None:
             return AgentToolResult(
                 [

@@ -23,6 +23,7 @@ from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 import httpx
 
+from picontext import _json
 from picontext.ai._http import (
     ProviderHTTPStatus,
     ProviderRequest,
@@ -30,6 +31,7 @@ from picontext.ai._http import (
     aiter_sse,
     default_client,
     describe_transport_error,
+    json_headers,
     open_stream,
 )
 from picontext.ai.auth import redact_secret
@@ -203,7 +205,7 @@ def system_text(message: Message) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
     return ""
 
 
@@ -235,7 +237,7 @@ def context_tools(context: Context) -> list[Tool]:
         return list(context["tools"])
     for msg in context["messages"]:
         if msg["role"] == "system":
-            return list(msg.get("toolsAdded", []))  # type: ignore[typeddict-item]
+            return list(msg.get("toolsAdded", []))
         break
     return []
 
@@ -247,7 +249,7 @@ def terminal_event(output: AssistantMessage) -> AssistantMessageEvent:
     """`done` for stop/length/toolUse, `error` otherwise (stopReason "pending" becomes "error")."""
     reason = output["stopReason"]
     if reason in ("stop", "length", "toolUse"):
-        return {"type": "done", "reason": reason, "message": output}  # type: ignore[typeddict-item]
+        return {"type": "done", "reason": reason, "message": output}
     if reason not in ("error", "aborted"):
         output["stopReason"] = "error"
         output.setdefault("errorMessage", "Stream ended without a stop reason")
@@ -419,7 +421,8 @@ async def reissue_without_streaming(
     # A fresh connection: a server that failed inside its stream (llama.cpp) drops the kept-alive
     # one, and the pool would hand that one out again.
     async with httpx.AsyncClient(timeout=client.timeout) as fresh:
-        response = await fresh.request(request.method, request.url, headers=request.headers, json=body, **extra)
+        response = await fresh.request(request.method, request.url, headers=json_headers(request.headers),
+                                       content=_json.dumps(body), **extra)
     if response.status_code >= 400:
         raise ProviderHTTPStatus(response.status_code, response.text, response.headers)
 

@@ -12,7 +12,7 @@ stop_sequence → stop, max_tokens → length, tool_use → toolUse, refusal/sen
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from picontext.ai._http import ProviderRequest, SseEvent, join_url
 from picontext.ai.event_stream import AssistantMessageStream
@@ -389,7 +389,8 @@ class AnthropicParser:
             return []
         self.by_index[index] = block
         self.out["content"].append(block)  # type: ignore[arg-type]
-        return [{"type": ev_type, "contentIndex": len(self.out["content"]) - 1, "partial": self.out}]  # type: ignore[list-item]
+        return [cast(AssistantMessageEvent, {"type": ev_type, "contentIndex": len(self.out["content"]) - 1,
+                                             "partial": self.out})]
 
     def _block_delta(self, index: int, delta: dict[str, Any]) -> list[AssistantMessageEvent]:
         block = self.by_index.get(index)

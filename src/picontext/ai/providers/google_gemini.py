@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from picontext.ai._http import ProviderRequest, SseEvent, join_url
 from picontext.ai.event_stream import AssistantMessageStream
@@ -276,19 +276,18 @@ class GeminiParser:
                     evs.extend(self._close_current())
                     self.current = {"type": "thinking", "thinking": ""} if thinking else {"type": "text", "text": ""}
                     p["content"].append(self.current)  # type: ignore[arg-type]
-                    evs.append({"type": f"{kind}_start", "contentIndex": len(p["content"]) - 1, "partial": p})  # type: ignore[misc]
+                    evs.append(cast(AssistantMessageEvent,
+                                    {"type": f"{kind}_start", "contentIndex": len(p["content"]) - 1, "partial": p}))
                 sig_key = "thinkingSignature" if thinking else "textSignature"
                 if part.get("thoughtSignature"):
                     self.current[sig_key] = part["thoughtSignature"]
                 self.current[kind] += part["text"]
-                evs.append(
-                    {
-                        "type": f"{kind}_delta",
-                        "contentIndex": len(p["content"]) - 1,
-                        "delta": part["text"],
-                        "partial": p,
-                    }
-                )  # type: ignore[misc]
+                evs.append(cast(AssistantMessageEvent, {
+                    "type": f"{kind}_delta",
+                    "contentIndex": len(p["content"]) - 1,
+                    "delta": part["text"],
+                    "partial": p,
+                }))
             if "functionCall" in part:
                 evs.extend(self._close_current())
                 fc = part["functionCall"] or {}

@@ -149,7 +149,7 @@ def _reasoning_details(signature: Any) -> list[dict[str, Any]] | None:
     if not isinstance(parsed, list) or not parsed:
         return None
     for d in parsed:
-        field_name = _REASONING_DETAIL_TYPES.get(d.get("type")) if isinstance(d, dict) else None
+        field_name = _REASONING_DETAIL_TYPES.get(str(d.get("type"))) if isinstance(d, dict) else None
         if field_name is None or not isinstance(d.get(field_name), str):
             return None
     return parsed

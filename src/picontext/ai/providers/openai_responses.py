@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 from picontext.ai._http import ProviderRequest, SseEvent, join_url
 from picontext.ai.event_stream import AssistantMessageStream
@@ -269,8 +269,8 @@ class ResponsesParser:
         self.terminal = False
 
     def _delta(self, kind: str, block: dict[str, Any], delta: str, partial: Any) -> AssistantMessageEvent:
-        return {"type": kind, "contentIndex": block_index(self.out, block), "delta": delta,  # type: ignore[return-value]
-                "partial": partial}
+        return cast(AssistantMessageEvent, {"type": kind, "contentIndex": block_index(self.out, block),
+                                            "delta": delta, "partial": partial})
 
     def _create(self, index: int, item: dict[str, Any]) -> list[AssistantMessageEvent]:
         kind = item.get("type")
@@ -293,7 +293,8 @@ class ResponsesParser:
             return []
         self.slots[index] = block
         self.out["content"].append(block)  # type: ignore[arg-type]
-        return [{"type": ev, "contentIndex": len(self.out["content"]) - 1, "partial": self.out}]  # type: ignore[list-item]
+        return [cast(AssistantMessageEvent, {"type": ev, "contentIndex": len(self.out["content"]) - 1,
+                                             "partial": self.out})]
 
     def _slot(self, index: int, kind: str) -> dict[str, Any] | None:
         block = self.slots.get(index)

@@ -42,7 +42,7 @@ def js_json(value: Any) -> str:
 
 
 def level_map(model: Model) -> dict[str, Any]:
-    return model.get("thinkingLevelMap") or {}  # type: ignore[return-value]
+    return model.get("thinkingLevelMap") or {}
 
 
 def supported_thinking_levels(model: Model) -> list[str]:

@@ -23,6 +23,7 @@ from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
+from picontext.cli.loading import CappedWarnings, check_regular_file
 from picontext.cli.main import CliError
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
@@ -59,12 +60,14 @@ def flag(args: argparse.Namespace, name: str) -> Any:
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input) -> str:
-    """Ask which recent session to resume (numbered list, newest first); returns its path."""
+def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = input,
+                 infos: list[Any] | None = None) -> str:
+    """Ask which recent session to resume (numbered list, newest first); returns its path.
+    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
     from picontext.session.listing import list_sessions
 
     out = stream or sys.stderr
-    infos = list_sessions(cwd)[:20]
+    infos = (list_sessions(cwd) if infos is None else infos)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
     if not sys.stdin.isatty() and read is input:
@@ -79,15 +82,23 @@ def pick_session(cwd: str, *, stream: Any = None, read: Callable[[str], str] = i
 
 
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    from picontext.cli.store_cmds import open_stored_manager, store_url
+
+    url = store_url()
+    if url is not None:  # --store URL: the same choices, in the session database
+        return open_stored_manager(args, cwd, url)
+    warn = CappedWarnings()
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
     if flag(args, "session"):
-        return SessionManager.open(args.session)
+        # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
+        check_regular_file(args.session, missing_ok=True)
+        return SessionManager.open(args.session, warn=warn)
     if flag(args, "resume"):
-        return SessionManager.open(pick_session(cwd))
+        return SessionManager.open(pick_session(cwd), warn=warn)
     if flag(args, "continue_"):
-        return SessionManager.continue_recent(cwd)
-    return SessionManager.create(cwd)
+        return SessionManager.continue_recent(cwd, warn=warn)
+    return SessionManager.create(cwd, warn=warn)
 
 
 def settings_model() -> str | None:

@@ -28,10 +28,60 @@ from typing import Any
 import orjson
 
 from picontext._json import dumps_line
+from picontext.agent._validate import validate_arguments
 from picontext.agent.events import to_json_event
 from picontext.cli.main import CliError
-from picontext.cli.modes.common import Controller, add_session_flags, build_session
+from picontext.cli.modes.common import THINKING_CHOICES, Controller, add_session_flags, build_session
 from picontext.errors import PicontextError
+
+
+def _optional(kind: str, **extra: Any) -> dict[str, Any]:
+    return {"type": [kind, "null"], **extra}  # JSON null is the same as leaving the field out
+
+
+_IMAGES = {"type": ["array", "null"], "items": {
+    "type": "object", "required": ["type", "data", "mimeType"],
+    "properties": {"type": {"enum": ["image"]}, "data": {"type": "string"}, "mimeType": {"type": "string"}}}}
+_MESSAGE = {"required": ["message"], "properties": {"message": {"type": "string"}, "images": _IMAGES}}
+# Every command's fields, checked before the command runs: a wrong type is a failed response,
+# never a message in the session file (a stored non-string breaks every later prompt).
+COMMAND_SCHEMAS: dict[str, dict[str, Any]] = {
+    "prompt": {"required": ["message"], "properties": {
+        "message": {"type": "string"}, "images": _IMAGES,
+        "streamingBehavior": {"enum": ["steer", "followUp", None]}}},
+    "steer": _MESSAGE,
+    "follow_up": _MESSAGE,
+    "abort": {},
+    "compact": {"properties": {"customInstructions": _optional("string")}},
+    "get_state": {},
+    "get_messages": {},
+    "get_entries": {"properties": {"since": _optional("string")}},
+    "get_tree": {},
+    "get_session_stats": {},
+    "set_model": {"properties": {"model": _optional("string"), "provider": _optional("string"),
+                                 "modelId": _optional("string")}},
+    "set_thinking_level": {"required": ["level"], "properties": {"level": {"enum": list(THINKING_CHOICES)}}},
+    "set_auto_compaction": {"required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}},
+    "navigate_tree": {"required": ["targetId"], "properties": {
+        "targetId": {"type": "string"}, "summarize": _optional("boolean"),
+        "customInstructions": _optional("string"), "label": _optional("string")}},
+    "fork": {"properties": {"entryId": _optional("string")}},
+    "set_session_name": {"required": ["name"], "properties": {"name": {"type": "string"}}},
+}
+
+
+def validate_command(command: dict[str, Any]) -> str | None:
+    """The first problem with `command`'s fields as one line, or None."""
+    schema = COMMAND_SCHEMAS.get(command["type"])
+    if schema is None:
+        return f"Unknown command: {command['type']}"
+    problem = validate_arguments({"type": "object", **schema}, command, "")
+    if problem:
+        return problem.replace("missing required argument", "missing field")
+    if command["type"] == "set_model" and not command.get("model") and not (
+            command.get("provider") and command.get("modelId")):
+        return 'set_model needs "model" ("provider/id") or "provider" and "modelId"'
+    return None
 
 
 def register(sub: Any) -> None:
@@ -123,12 +173,16 @@ class RpcServer:
             response = {"id": command["id"], **response}
         handler = self.handlers.get(name)
         try:
-            if handler is None:
-                raise CliError(f"Unknown command: {name}")
+            problem = validate_command(command)
+            if handler is None or problem:
+                raise CliError(problem or f"Unknown command: {name}")
             data = await handler(command)
         except (CliError, PicontextError, ValueError, KeyError, TypeError, RuntimeError) as exc:
             message = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             self.write({**response, "success": False, "error": message})
+            return
+        except Exception as exc:  # every command gets a response, whatever went wrong
+            self.write({**response, "success": False, "error": f"{type(exc).__name__}: {exc}"})
             return
         self.write({**response, "success": True, **({"data": data} if data is not None else {})})
 
@@ -218,7 +272,7 @@ class RpcServer:
         self.c.session.set_thinking_level(command["level"])
 
     async def set_auto_compaction(self, command: dict[str, Any]) -> None:
-        self.c.set_auto_compaction(bool(command["enabled"]))
+        self.c.set_auto_compaction(command["enabled"])
 
     async def navigate_tree(self, command: dict[str, Any]) -> Any:
         if self.streaming:

@@ -1,0 +1,120 @@
+"""Whole-process benchmarks of issue 8, picontext next to Pi (node, the 0.87.0 reference) in the
+same run, on realistic sessions (`gen_realistic.py`) and the real Pi sessions:
+
+* `picontext context FILE --json` vs `node pi_cli.mjs context FILE` (Pi's loadEntriesFromFile +
+  buildSessionContext + JSON.stringify): wall time and peak RSS (`/usr/bin/time`), outputs equal;
+* `picontext sessions --all --json` (second run: from the index cache) vs `SessionManager.listAll()`
+  over N sessions of ~1 MB, same sessions and message counts;
+* `picontext compact --strategy mask FILE` (a copy) vs Pi's `prepareCompaction` (node process).
+
+    python bench/bench_cli.py --sizes 10000 --repeat 3 --list 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from gen_realistic import generate  # noqa: E402
+
+PY = [sys.executable, "-m", "picontext"]
+NODE = ["node", str(HERE / "pi_cli.mjs")]
+REAL = sorted((HERE.parent / "tests" / "fixtures" / "sessions" / "v1").glob("real-*.jsonl"))  # real Pi sessions
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, bytes]:
+    """(seconds, peak RSS bytes, stdout) of one whole process."""
+    with tempfile.NamedTemporaryFile() as out:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", out.name, *cmd], capture_output=True, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{cmd} failed: {proc.stderr.decode()[-500:]}")
+        seconds, kb = Path(out.name).read_text().split()[-2:]
+    return float(seconds), int(kb) * 1024, proc.stdout
+
+
+def best(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int, bytes]:
+    runs = [timed(cmd, env) for _ in range(repeat)]
+    return min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
+
+
+def bench_context(files: list[Path], repeat: int) -> None:
+    print("| session | entries | file MB | picontext s | Pi s | ratio | picontext RSS MB (x file) "
+          "| Pi RSS MB (x file) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for path in files:
+        size = path.stat().st_size
+        entries = sum(1 for _ in path.open("rb")) - 1
+        ours = best([*PY, "context", str(path), "--json"], repeat)
+        pi = best([*NODE, "context", str(path)], repeat)
+        assert json.loads(ours[2]) == json.loads(pi[2]), f"contexts differ for {path}"
+        mb = 1024 * 1024
+        print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {ours[0]:.2f} | {pi[0]:.2f} | {ours[0] / pi[0]:.2f} "
+              f"| {ours[1] / mb:.0f} ({ours[1] / size:.1f}) | {pi[1] / mb:.0f} ({pi[1] / size:.1f}) |")
+
+
+def bench_listing(count: int, repeat: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="bench-list-"))
+    try:
+        directory = home / "sessions" / "--home-u-proj--"
+        directory.mkdir(parents=True)
+        for i in range(count):
+            generate(str(directory / f"2026-03-01T10-00-00-{i:03d}Z_s{i}.jsonl"), 1300, seed=i)
+        env = {**os.environ, "PICONTEXT_DIR": str(home), "PI_CODING_AGENT_DIR": str(home)}
+        first = timed([*PY, "sessions", "--all", "--json"], env)
+        ours = best([*PY, "sessions", "--all", "--json"], repeat, env)
+        pi = best([*NODE, "list"], repeat, env)
+        mine = {r["path"]: r["messages"] for r in json.loads(ours[2])}
+        theirs = {r["path"]: r["messageCount"] for r in json.loads(pi[2])}
+        assert mine == theirs, "listings differ"
+        size = sum(p.stat().st_size for p in directory.iterdir()) / count / 1024 / 1024
+        print(f"| {count} sessions of {size:.1f} MB | first run {first[0]:.2f} s | second run {ours[0]:.2f} s "
+              f"| Pi listAll {pi[0]:.2f} s | ratio (second run) {ours[0] / pi[0]:.2f} |")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def bench_mask(files: list[Path], repeat: int) -> None:
+    for path in files:
+        ours_runs = []
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                copy = Path(tmp) / path.name
+                shutil.copy(path, copy)
+                ours_runs.append(timed([*PY, "compact", str(copy), "--strategy", "mask"])[0])
+        pi = best([*NODE, "prepare", str(path)], repeat)
+        print(f"| {path.name} | picontext compact --strategy mask {min(ours_runs):.2f} s | Pi open+prepareCompaction "
+              f"{pi[0]:.2f} s (prepare alone {json.loads(pi[2])['ms']:.0f} ms) | ratio {min(ours_runs) / pi[0]:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10000")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--list", type=int, default=50, help="sessions to list (0: skip)")
+    parser.add_argument("--skip", default="", help="comma list of: context,list,mask")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    files = []
+    for size in (int(s) for s in args.sizes.split(",") if s):
+        path = Path(tempfile.gettempdir()) / f"picontext-bench-realistic-{size}.jsonl"
+        if not path.exists():
+            generate(str(path), size)
+        files.append(path)
+    if "context" not in skip:
+        bench_context([*REAL, *files], args.repeat)
+    if args.list and "list" not in skip:
+        bench_listing(args.list, args.repeat)
+    if "mask" not in skip:
+        bench_mask(files, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

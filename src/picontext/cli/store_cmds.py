@@ -1,0 +1,169 @@
+"""The session store a command works on, and `picontext store import|export`.
+
+`PICONTEXT_STORE=postgresql://...` or `--store URL` (anywhere on the command line, for every
+command) selects the PostgreSQL store; commands then take a session id or a unique prefix of one
+where they take a file, and `picontext sessions` lists the database. Without either, sessions are
+JSONL files as always.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from picontext.errors import PicontextError
+
+STORE_ENV = "PICONTEXT_STORE"
+
+
+class StoreError(PicontextError):
+    """An expected failure of a store command (one line on stderr, exit 2)."""
+
+
+def apply_store_flag(argv: Sequence[str]) -> list[str]:
+    """Take `--store URL` / `--store=URL` out of the arguments (it is valid on every command, in
+    any position) and make it the store of this process."""
+    out: list[str] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        if arg == "--store" and i + 1 < len(args):
+            os.environ[STORE_ENV] = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--store="):
+            os.environ[STORE_ENV] = arg.split("=", 1)[1]
+            i += 1
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def store_url() -> str | None:
+    """The store URL in effect, or None for JSONL files; anything else is refused in one line."""
+    url = os.environ.get(STORE_ENV, "").strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise StoreError(f"unsupported {STORE_ENV} {url!r}: expected a postgresql:// URL")
+    return url
+
+
+def open_database(url: str) -> Any:
+    from picontext.session.postgres import database
+
+    return database(url)
+
+
+def resolve(url: str, ref: str) -> Any:
+    """The store of the session `ref` names (an id or a unique prefix of one)."""
+    from picontext.session.postgres import PgSessionStore
+    from picontext.session.postgres.listing import resolve_session
+
+    db = open_database(url)
+    return PgSessionStore(db, resolve_session(db, ref))
+
+
+def open_session(ref: str) -> Any:
+    """A writable SessionManager for a session file, or (with a store) a session id or prefix."""
+    from picontext.session.manager import SessionManager
+
+    url = store_url()
+    if url is None:
+        return SessionManager.open(ref)
+    from picontext.session.postgres import store_factory
+
+    store = resolve(url, ref)
+    return SessionManager.open(store.session_id, store_factory=store_factory(store.db))
+
+
+def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:
+    """The chat's and print mode's session choice (--session, -c, -r, new) in the database."""
+    from picontext.cli.modes.common import flag, pick_session
+    from picontext.session import paths
+    from picontext.session.manager import SessionManager
+    from picontext.session.postgres import store_factory
+    from picontext.session.postgres.listing import SessionNotFound, list_sessions, most_recent_session, resolve_session
+
+    if flag(args, "no_session"):
+        return SessionManager.in_memory(cwd)
+    db = open_database(url)
+    factory = store_factory(db)
+    ref = flag(args, "session")
+    if ref:
+        try:
+            session_id = resolve_session(db, ref)
+        except SessionNotFound:
+            if not paths.is_valid_session_id(ref):
+                raise
+            return SessionManager.create(cwd, cwd, id=ref, store_factory=factory)  # a new session of that id
+        return SessionManager.open(session_id, store_factory=factory)
+    if flag(args, "resume"):
+        return SessionManager.open(pick_session(cwd, infos=list_sessions(db, cwd)), store_factory=factory)
+    if flag(args, "continue_"):
+        recent = most_recent_session(db, cwd)
+        if recent is not None:
+            return SessionManager.open(recent, store_factory=factory)
+    # The session directory only names sessions (the factory keeps the id): nothing is made there.
+    return SessionManager.create(cwd, cwd, store_factory=factory)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("store", help="copy sessions between JSONL files and the session database "
+                       f"(--store URL or ${STORE_ENV})")
+    ssub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+    ip = ssub.add_parser("import", help="store session files in the database, byte for byte")
+    ip.add_argument("files", nargs="+", metavar="FILE")
+    ip.set_defaults(handler=cmd_import)
+    ep = ssub.add_parser("export", help="write a stored session to stdout as its JSONL file")
+    ep.add_argument("session", metavar="ID", help="session id or a unique prefix")
+    ep.set_defaults(handler=cmd_export)
+
+
+def _url(args: argparse.Namespace) -> str:
+    url = store_url()
+    if url is None:
+        raise StoreError(f"no session database: pass --store URL or set {STORE_ENV}")
+    return url
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from picontext.errors import SessionFormatError
+    from picontext.session.postgres.transfer import import_file
+
+    db = open_database(_url(args))
+    failed = 0
+    for path in args.files:
+        try:
+            session_id, tail = import_file(db, path)
+        except FileExistsError:
+            failed += 1
+            print(f"picontext: {path}: session already in the store; not imported", file=sys.stderr)
+        except SessionFormatError as exc:
+            failed += 1
+            print(f"picontext: {exc}", file=sys.stderr)
+        except OSError as exc:
+            failed += 1
+            print(f"picontext: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        else:
+            print(f"{session_id}\t{tail.offset} lines\t{path}")
+    return 2 if failed else 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    store = resolve(_url(args), args.session)
+    data = store.export_bytes()
+    if data is None:
+        raise StoreError(f"session {args.session} disappeared")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    return 0

@@ -1,0 +1,223 @@
+"""The entry index of one session: everything known by id or position, nothing about the leaf.
+
+    index = EntryIndex()
+    index.load(file_entries)          # bulk, in C-speed comprehensions
+    index.add(entry)                  # one appended entry
+    index.entry(i), index.position_of(id), index.children_of(parent_id), index.path_to(position)
+
+Holds the file's entries in file order (parsed dicts, or `store.RawLine` until first needed),
+and derived from them: id and type per position, id -> position (later duplicates win, as in
+Pi), children and parent positions (built on first use), labels, the position of the
+session-name entry, and whether any assistant message exists (Pi's lazy-flush rule). It is the
+`EntryView` the live projection reads through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from msgspec import UNSET
+
+from picontext.session.projection import Entry, field_of, hashable, message_role
+from picontext.session.store import RawLine
+
+
+def key_of(value: Any) -> Hashable | None:
+    """`value` as a dict key, or None when it cannot be one (JSON lists and objects)."""
+    return value if hashable(value) else None
+
+
+def parent_lookup(by_id: dict[Hashable, int], parent: Any) -> int | None:
+    """Pi follows a parentId only when it is truthy; unhashable values never match an id."""
+    if not parent or parent is UNSET or not hashable(parent):
+        return None
+    return by_id.get(parent)
+
+
+def _id(entry: Any) -> Any:
+    if type(entry) is RawLine:
+        return entry.id
+    return entry.get("id", UNSET) if type(entry) is dict else UNSET
+
+
+def _parent(entry: Any) -> Any:
+    if type(entry) is RawLine:
+        return entry.parent_id
+    return entry.get("parentId") if type(entry) is dict else None
+
+
+class EntryIndex:
+    """Entries of one session by position and by id (see the module docstring).
+
+    Invariant: `entries` are the non-header file entries in file order and every other field
+    is derived from them; `add`/`undo_add` keep them in step.
+    """
+
+    def __init__(self) -> None:
+        self.header: dict[str, Any] = {}
+        self.file_entries: list[Any] = []  # header(s) included, as read or written
+        self.entries: list[Any] = []
+        self._ids: list[Any] = []  # id of each entry (UNSET when it has no id key)
+        self._types: list[Any] = []
+        self._by_id: dict[Hashable, int] = {}
+        self._children: dict[Hashable, list[int]] | None = None
+        self._parent_pos: list[int | None] | None = None
+        self.labels: dict[Hashable, str] = {}
+        self.label_ts: dict[Hashable, Any] = {}
+        self.name_position: int | None = None
+        self._has_assistant: bool | None = None
+
+    # ------------------------------------------------------------------ building
+
+    def load(self, file_entries: list[Any]) -> None:
+        """Adopt a file's entries and build the index in bulk (comprehensions, not per-entry calls)."""
+        self.file_entries = file_entries
+        self.header = next((e for e in file_entries if field_of(e, "type") == "session"), {})
+        if file_entries and file_entries[0] is self.header:
+            entries = file_entries[1:]  # the usual shape: one header, first
+            if any(type(e) is dict and e.get("type") == "session" for e in entries if type(e) is not RawLine):
+                entries = [e for e in entries if type(e) is RawLine or field_of(e, "type") != "session"]
+        else:
+            entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
+        self.entries = entries
+        self._children = None
+        self._parent_pos = None
+        self.labels = {}
+        self.label_ts = {}
+        self._has_assistant = None
+        self.name_position = None
+        ids = self._ids = [e.id if type(e) is RawLine else (e.get("id", UNSET) if type(e) is dict else UNSET)
+                           for e in entries]
+        self._types = [e.type if type(e) is RawLine else field_of(e, "type") for e in entries]
+        try:
+            by_id = dict(zip(ids, range(len(entries)), strict=True))
+        except TypeError:  # an unhashable id somewhere: skip those
+            by_id = {k: i for i, k in enumerate(ids) if hashable(k)}
+        by_id.pop(UNSET, None)
+        self._by_id = by_id
+        types = self._types
+        if "label" in types or "session_info" in types:  # scanned in C; most sessions have few or none
+            for position in [i for i, t in enumerate(types) if t == "label" or t == "session_info"]:
+                self._index_metadata(position, entries[position])
+
+    def last_id(self) -> Any:
+        """Id of the last entry (UNSET when it has none, None when there are no entries)."""
+        return self._ids[-1] if self.entries else None
+
+    def add(self, entry: Any) -> int:
+        """Index one entry appended to the file (ours or another writer's); returns its position."""
+        position = len(self.entries)
+        self.file_entries.append(entry)
+        self.entries.append(entry)
+        key = _id(entry)
+        self._ids.append(key)
+        self._types.append(entry.type if type(entry) is RawLine else field_of(entry, "type"))
+        if key is not UNSET and hashable(key):
+            self._by_id[key] = position
+        parent = key_of(_parent(entry))
+        if self._children is not None:
+            self._children.setdefault(parent, []).append(position)
+        if self._parent_pos is not None:
+            self._parent_pos.append(parent_lookup(self._by_id, parent))
+        if self.role_of(position) == "assistant":
+            self._has_assistant = True
+        if type(entry) is dict:
+            self._index_metadata(position, entry)
+        return position
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """What `undo_add` needs to restore the metadata of before the next `add`."""
+        return (self._has_assistant, self.name_position, dict(self.labels), dict(self.label_ts))
+
+    def undo_add(self, snapshot: tuple[Any, ...]) -> None:
+        """Forget the last `add` (its write failed)."""
+        entry = self.entries.pop()
+        self.file_entries.pop()
+        self._ids.pop()
+        self._types.pop()
+        key = _id(entry)
+        if key is not UNSET and hashable(key) and self._by_id.get(key) == len(self.entries):
+            del self._by_id[key]
+            # an earlier entry with the same id is visible again
+            for position in range(len(self._ids) - 1, -1, -1):
+                if self._ids[position] == key:
+                    self._by_id[key] = position
+                    break
+        if self._children is not None:
+            self._children[key_of(_parent(entry))].pop()
+        if self._parent_pos is not None:
+            self._parent_pos.pop()
+        self._has_assistant, self.name_position, self.labels, self.label_ts = snapshot
+
+    def _index_metadata(self, position: int, entry: dict[str, Any]) -> None:
+        kind = entry.get("type")
+        if kind == "label":
+            target = key_of(entry.get("targetId"))
+            if entry.get("label"):
+                self.labels[target] = entry["label"]
+                self.label_ts[target] = entry.get("timestamp")
+            else:
+                self.labels.pop(target, None)
+                self.label_ts.pop(target, None)
+        elif kind == "session_info":
+            self.name_position = position
+
+    # ------------------------------------------------------------------ lookups
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, entry_id: Any) -> bool:
+        return hashable(entry_id) and entry_id in self._by_id
+
+    def position_of(self, entry_id: Any) -> int | None:
+        return self._by_id.get(entry_id) if hashable(entry_id) else None
+
+    def entry(self, index: int) -> Entry:
+        """The entry at `index` in file order, parsed on first use."""
+        item = self.entries[index]
+        if type(item) is RawLine:
+            item = item.parse()
+            self.entries[index] = item
+        return item
+
+    def ids_of(self, positions: Iterable[int]) -> list[Any]:
+        """Ids of the entries at `positions` (UNSET where an entry has no id key)."""
+        return list(map(self._ids.__getitem__, positions))
+
+    def types_of(self, positions: Iterable[int]) -> list[Any]:
+        return list(map(self._types.__getitem__, positions))
+
+    def type_of(self, index: int) -> Any:
+        return self._types[index]
+
+    def role_of(self, index: int) -> Any:
+        item = self.entries[index]
+        return item.role if type(item) is RawLine else message_role(item)
+
+    def has_assistant_message(self) -> bool:
+        if self._has_assistant is None:
+            types = self._types
+            self._has_assistant = any(self.role_of(i) == "assistant" for i in range(len(self.entries))
+                                      if types[i] == "message")
+        return self._has_assistant
+
+    def children_of(self, parent_id: Any) -> list[int]:
+        """Positions of the entries whose parentId equals `parent_id`, in file order."""
+        if self._children is None:
+            children: dict[Hashable, list[int]] = {}
+            for position, entry in enumerate(self.entries):
+                children.setdefault(key_of(_parent(entry)), []).append(position)
+            self._children = children
+        return self._children.get(parent_id, []) if hashable(parent_id) else []
+
+    def parent_positions(self) -> list[int | None]:
+        """Position of each entry's parent (None for roots and orphans), built once per load."""
+        if self._parent_pos is None:
+            by_id = self._by_id
+            parents = [e.parentId if type(e) is RawLine else (e.get("parentId") if type(e) is dict else None)
+                       for e in self.entries]
+            get = by_id.get
+            self._parent_pos = [get(p) if type(p) is str and p else parent_lookup(by_id, p) for p in parents]
+        return self._parent_pos

@@ -1,0 +1,8 @@
+"""The PostgreSQL session store (optional extra: `pip install 'picontext[postgres]'`)."""
+
+from __future__ import annotations
+
+from picontext.session.postgres.database import Database, StoreUnavailableError, database, is_store_url
+from picontext.session.postgres.store import PgSessionStore, store_factory
+
+__all__ = ["Database", "PgSessionStore", "StoreUnavailableError", "database", "is_store_url", "store_factory"]

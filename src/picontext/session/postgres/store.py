@@ -1,0 +1,475 @@
+"""`PgSessionStore`: one session's log in PostgreSQL, behind the same `SessionStore` protocol as
+the JSONL file (docs/storage.md).
+
+Each line of the equivalent JSONL file is one `picontext_entry` row, keyed by (session, seq), its
+bytes stored exactly as written; parsing goes through the same code as a file, so what a session
+holds, projects to and exports as does not depend on where it is stored.
+
+Concurrency rule: the tail is (generation, number of lines). An append names the tail it
+extends; `picontext_append` takes the session's writer lock, compares, and inserts all lines or
+none, in one statement and one transaction. A writer that is behind gets `StaleSessionError`;
+two writers can never both extend the same tail. The writer section (`writer()`/`awriter()`) is
+a session-level advisory lock on a dedicated connection; the holder's appends (same thread or
+asyncio task) go through that connection, everybody else's appends wait for it (up to the lock
+timeout).
+
+`store_factory(url)` gives what `SessionManager(..., store_factory=)` expects: the manager names
+sessions by file path; the factory keeps only the session id from it (`<ts>_<id>.jsonl`, a bare
+id, or a `location` ending in `#<id>`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import psycopg
+
+from picontext import _json
+from picontext._clock import js_date_ms
+from picontext.errors import SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.session import paths
+from picontext.session.postgres.database import Database, StoreUnavailableError, database
+from picontext.session.postgres.facts import FactsDelta
+from picontext.session.protocol import ListingFacts, LoadResult, Tail
+from picontext.session.store import (
+    RawLine,
+    _is_js_falsy,
+    _parse_full,
+    _parse_rest_lazily,
+    is_header,
+    parse_session_bytes,
+)
+
+LOCK_POLL = 0.005
+# The writer sections this thread or task holds: (url, session) -> the section's connection.
+_HELD: contextvars.ContextVar[dict[tuple[str, str], Any] | None] = contextvars.ContextVar("picontext_pg_held",
+                                                                                          default=None)
+
+
+def _held() -> dict[tuple[str, str], Any]:
+    return _HELD.get() or {}
+
+
+def session_id_of(name: str) -> str:
+    """The session id a manager's path or a store location stands for."""
+    base = os.path.basename(name.rstrip("/"))
+    if "#" in name:
+        return name.rsplit("#", 1)[1]
+    match = paths.SESSION_FILE_RE.match(base)
+    if match:
+        return match.group(1)
+    return base[: -len(".jsonl")] if base.endswith(".jsonl") else base
+
+
+def store_factory(url: str | Database) -> Callable[[str], PgSessionStore]:
+    """`store_factory=` for SessionManager: every session it opens or creates lives in `url`."""
+    db = url if isinstance(url, Database) else database(url)
+
+    def factory(path: str) -> PgSessionStore:
+        return PgSessionStore(db, session_id_of(path))
+
+    return factory
+
+
+def clean_text(value: Any) -> str | None:
+    """A str PostgreSQL `text` accepts (no NUL, no lone surrogates), or None for anything else."""
+    if not isinstance(value, str):
+        return None
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+def fact_bytes(value: str | None) -> bytes | None:
+    """A listing string as stored (bytea: exact, NUL and lone surrogates included)."""
+    return None if value is None else value.encode("utf-8", "surrogatepass")
+
+
+def fact_text(value: bytes | None) -> str | None:
+    return None if value is None else bytes(value).decode("utf-8", "surrogatepass")
+
+
+def encode_line(entry: Any) -> bytes:
+    """The JSONL line of an entry, without its newline."""
+    if type(entry) is RawLine:
+        return bytes(entry.line)
+    return _json.dumps_line(entry)[:-1]
+
+
+def _columns(entry: Any) -> tuple[str | None, str | None, str | None]:
+    if type(entry) is RawLine:
+        return clean_text(entry.id), clean_text(entry.parent_id), clean_text(entry.type)
+    if isinstance(entry, dict):
+        return clean_text(entry.get("id")), clean_text(entry.get("parentId")), clean_text(entry.get("type"))
+    return None, None, None
+
+
+class Batch:
+    """Lines to store with their index columns and the listing facts they add."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.ids: list[str | None] = []
+        self.parents: list[str | None] = []
+        self.types: list[str | None] = []
+        self.facts = FactsDelta()
+        self.header: dict[str, Any] | None = None
+
+    def add(self, line: bytes, value: Any, *, parsed: bool = True) -> None:
+        """One line; `value` is its parsed JSON (None with parsed=False for a line that does not
+        parse). The first header seen is the session's; every later value feeds the facts."""
+        self.lines.append(line)
+        self.facts.size += len(line) + 1
+        entry_id, parent, kind = _columns(value) if parsed else (None, None, None)
+        self.ids.append(entry_id)
+        self.parents.append(parent)
+        self.types.append(kind)
+        if not parsed or _is_js_falsy(value):
+            return
+        if self.header is None and is_header(value):
+            self.header = value
+            return
+        self.facts.add(value)
+
+    @classmethod
+    def of_entries(cls, entries: list[Any]) -> Batch:
+        batch = cls()
+        for entry in entries:
+            batch.add(encode_line(entry), entry)
+        return batch
+
+
+class PgSessionStore:
+    """One session (by its header id) in the database at `url`."""
+
+    def __init__(self, url: str | Database, session_id: str, *, lock_timeout: float = 30.0) -> None:
+        self.db = url if isinstance(url, Database) else database(url)
+        self.session_id = session_id
+        self.lock_timeout = lock_timeout
+        self._key = (self.db.url, session_id)
+
+    @property
+    def location(self) -> str:
+        return f"{self.db.display}#{self.session_id}"
+
+    @property
+    def path(self) -> str:  # the name older callers use for `location`
+        return self.location
+
+    def __repr__(self) -> str:
+        return f"PgSessionStore({self.location!r})"
+
+    # ------------------------------------------------------------------ connections
+
+    @contextlib.contextmanager
+    def _conn(self, *, writing: bool = False) -> Iterator[Any]:
+        held = _held().get(self._key)
+        if held is not None:
+            try:
+                yield held
+            except psycopg.OperationalError as exc:
+                raise self.db.unavailable(exc, writing=writing, what=self.session_id) from exc
+            return
+        with self.db.connection(writing=writing, what=self.session_id) as conn:
+            yield conn
+
+    def _retrying(self) -> bool:
+        """A pooled connection that fails is retried once on a fresh one (it may have been dropped
+        while idle); inside a writer section the section's connection is the only one."""
+        return self._key not in _held()
+
+    def _fetch(self, sql: str, params: tuple[Any, ...], *, binary: bool = False, many: bool = False) -> Any:
+        """Run one read-only statement (retried once if the connection fails)."""
+        for attempt in (0, 1):
+            try:
+                with self._conn() as conn:
+                    cur = conn.execute(sql, params, binary=binary)
+                    return cur.fetchall() if many else cur.fetchone()
+            except StoreUnavailableError:
+                if attempt or not self._retrying():
+                    raise
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ reading
+
+    def exists(self) -> bool:
+        return self._fetch("SELECT 1 FROM picontext_session WHERE id = %s", (self.session_id,)) is not None
+
+    def tail(self) -> Tail | None:
+        row = self._fetch("SELECT generation, next_seq FROM picontext_session WHERE id = %s", (self.session_id,))
+        return None if row is None else Tail(row[0], row[1])
+
+    def _read(self, after: int) -> tuple[int, int, bool, list[bytes]] | None:
+        """(generation, next_seq, ends_with_newline, the lines from seq `after` on), read in one
+        statement, so the lines and the tail are of the same moment."""
+        rows = self._fetch(
+            "SELECT s.generation, s.next_seq, s.ends_with_newline, e.line FROM picontext_session s"
+            " LEFT JOIN picontext_entry e ON e.session_id = s.id AND e.seq >= %s"
+            " WHERE s.id = %s ORDER BY e.seq",
+            (after, self.session_id), binary=True, many=True)
+        if not rows:
+            return None
+        generation, next_seq, ends_with_newline, _ = rows[0]
+        lines = [bytes(r[3]) for r in rows] if rows[0][3] is not None else []
+        return generation, next_seq, ends_with_newline, lines
+
+    def load(self, *, lazy: bool = False) -> LoadResult:
+        got = self._read(0)
+        if got is None:
+            return LoadResult()
+        generation, next_seq, ends_with_newline, lines = got
+        size = sum(map(len, lines)) + len(lines) - (0 if ends_with_newline or not lines else 1)
+        if ends_with_newline or not lines:
+            lines.append(b"")  # what splitting a file's bytes on "\n" leaves after the last newline
+        result = parse_session_bytes(lines, lazy=lazy)
+        result.size = size
+        result.tail = Tail(generation, next_seq)
+        return result
+
+    def read_since(self, tail: Tail, *, lazy: bool = False) -> LoadResult | None:
+        got = self._read(tail.offset)
+        if got is None:
+            return None
+        generation, next_seq, _ends, lines = got
+        if generation != tail.generation or next_seq < tail.offset:
+            return None
+        result = LoadResult()
+        (_parse_rest_lazily if lazy else _parse_full)(lines, 0, result)
+        for skipped in result.skipped:  # numbered as lines of the whole log
+            skipped.line += tail.offset
+        result.size = sum(map(len, lines)) + len(lines)
+        result.tail = Tail(generation, next_seq)
+        return result
+
+    def read_header(self) -> dict[str, Any] | None:
+        rows = self._fetch("SELECT line FROM picontext_entry WHERE session_id = %s ORDER BY seq LIMIT 64",
+                           (self.session_id,), binary=True, many=True)
+        for (raw,) in rows:
+            if not bytes(raw).strip():
+                continue
+            try:
+                value = _json.loads(bytes(raw))
+            except _json.JsonLineError:
+                continue
+            if _is_js_falsy(value):
+                continue
+            return value if is_header(value) else None
+        return None
+
+    def facts(self) -> ListingFacts | None:
+        header = self.read_header()
+        if header is None:
+            return None
+        row = self._fetch(
+            "SELECT name, message_count, entry_count, first_message, last_activity_ms, size,"
+            " extract(epoch FROM updated_at) * 1000 FROM picontext_session WHERE id = %s", (self.session_id,))
+        if row is None:
+            return None
+        return ListingFacts(header=header, name=fact_text(row[0]), message_count=row[1], entry_count=row[2],
+                            first_message=fact_text(row[3]) or "", last_activity_ms=row[4], size=row[5],
+                            modified_ms=float(row[6]))
+
+    def export_bytes(self) -> bytes | None:
+        """The session as a JSONL file, byte for byte; None when it does not exist."""
+        got = self._read(0)
+        if got is None:
+            return None
+        _generation, _next_seq, ends_with_newline, lines = got
+        if not lines:
+            return b""
+        return b"\n".join(lines) + (b"\n" if ends_with_newline else b"")
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, entries: list[Any], *, expect: Tail | None = None) -> Tail:
+        if not entries:
+            current = self.tail()
+            if current is None:
+                raise SessionWriteError(f"Session disappeared: {self.location}", missing=True)
+            return current
+        batch = Batch.of_entries(entries)
+        f = batch.facts
+        params = (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
+                  batch.ids, batch.parents, batch.types, batch.lines, f.entries, f.messages, f.size, f.name_set,
+                  fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms)
+        retried = False
+        while True:
+            try:
+                with self._conn(writing=True) as conn:
+                    status, generation, next_seq = conn.execute(
+                        "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        params).fetchone()
+                break
+            except SessionWriteError:
+                # The connection failed: maybe before the statement ran, maybe after it committed.
+                # Only a conditional append can be retried safely: the tail check tells which.
+                if retried or expect is None or not self._retrying():
+                    raise
+                retried = True
+        if status == 1 and retried and self._is_ours(expect, batch.lines):
+            return Tail(generation, next_seq)  # the first attempt did commit
+        if status == 2:
+            raise SessionWriteError(f"Session disappeared: {self.location}", missing=True)
+        if status == 1:
+            assert expect is not None
+            raise StaleSessionError(
+                f"Session {self.session_id} was changed by another writer: it now has {next_seq} records, "
+                f"this writer last saw {expect.offset}"
+                + (" (and the log was replaced)" if generation != expect.generation else "")
+                + "; nothing was appended: reload the session and retry")
+        return Tail(generation, next_seq)
+
+    def _is_ours(self, expect: Tail | None, lines: list[bytes]) -> bool:
+        """The log right after `expect` is exactly `lines` (and nothing else)."""
+        if expect is None:
+            return False
+        got = self._read(expect.offset)
+        return got is not None and got[0] == expect.generation and got[1] == expect.offset + len(lines) \
+            and got[3] == lines
+
+    def create(self, file_entries: list[Any]) -> Tail:
+        return self.create_lines(Batch.of_entries(file_entries), ends_with_newline=True)
+
+    def create_lines(self, batch: Batch, *, ends_with_newline: bool) -> Tail:
+        """Insert a new session from whole lines (import keeps a file's missing final newline)."""
+        header = batch.header or {}
+        if header.get("id") != self.session_id:
+            raise ValueError(f"header id {header.get('id')!r} is not the store's session {self.session_id!r}")
+        with self._conn(writing=True) as conn, conn.transaction():
+            inserted = conn.execute(
+                "INSERT INTO picontext_session (id, next_seq, ends_with_newline, cwd, header_timestamp, created_ms,"
+                " parent_session) VALUES (%s, 0, true, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (self.session_id, clean_text(header.get("cwd")) or "", clean_text(header.get("timestamp")),
+                 float(js_date_ms(header.get("timestamp"))), clean_text(header.get("parentSession"))),
+            ).rowcount
+            if not inserted:
+                raise FileExistsError(f"session already exists: {self.location}")
+            tail = self._insert(conn, batch, 1, 0)
+            if not ends_with_newline:
+                conn.execute("UPDATE picontext_session SET ends_with_newline = false, size = size - 1 WHERE id = %s",
+                             (self.session_id,))
+        return tail
+
+    def _insert(self, conn: Any, batch: Batch, generation: int, expect: int) -> Tail:
+        f = batch.facts
+        status, generation, next_seq = conn.execute(
+            "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (self.session_id, generation, expect, batch.ids, batch.parents, batch.types, batch.lines, f.entries,
+             f.messages, f.size, f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
+        ).fetchone()
+        if status != 0:  # impossible inside the transaction that holds the row
+            raise StaleSessionError(f"Session {self.session_id} changed while being written")
+        return Tail(generation, next_seq)
+
+    def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> Tail:
+        batch = Batch.of_entries(file_entries)
+        header = batch.header or {}
+        with self._conn(writing=True) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('picontext:' || %s, 0))", (self.session_id,))
+            row = conn.execute("SELECT generation FROM picontext_session WHERE id = %s FOR UPDATE",
+                               (self.session_id,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO picontext_session (id, next_seq) VALUES (%s, 0)", (self.session_id,))
+                row = (0,)
+            elif backup_suffix:
+                conn.execute(
+                    "INSERT INTO picontext_backup (session_id, suffix, content)"
+                    " SELECT s.id, %s, coalesce((SELECT string_agg(e.line, '\\x0a'::bytea ORDER BY e.seq)"
+                    "   FROM picontext_entry e WHERE e.session_id = s.id), '') || CASE WHEN s.ends_with_newline"
+                    "   AND s.next_seq > 0 THEN '\\x0a'::bytea ELSE ''::bytea END"
+                    " FROM picontext_session s WHERE s.id = %s ON CONFLICT DO NOTHING",
+                    (backup_suffix, self.session_id))
+            generation = row[0] + 1
+            conn.execute("DELETE FROM picontext_entry WHERE session_id = %s", (self.session_id,))
+            conn.execute(
+                "UPDATE picontext_session SET generation = %s, next_seq = 0, ends_with_newline = true, cwd = %s,"
+                " header_timestamp = %s, created_ms = %s, parent_session = %s, name = NULL, first_message = ''::bytea,"
+                " entry_count = 0, message_count = 0, size = 0, last_activity_ms = 0 WHERE id = %s",
+                (generation, clean_text(header.get("cwd")) or "", clean_text(header.get("timestamp")),
+                 float(js_date_ms(header.get("timestamp"))), clean_text(header.get("parentSession")),
+                 self.session_id))
+            return self._insert(conn, batch, generation, 0)
+
+    def backup(self, suffix: str) -> bytes | None:
+        row = self._fetch("SELECT content FROM picontext_backup WHERE session_id = %s AND suffix = %s",
+                          (self.session_id, suffix), binary=True)
+        return None if row is None else bytes(row[0])
+
+    def delete(self) -> bool:
+        with self._conn(writing=True) as conn:
+            return bool(conn.execute("DELETE FROM picontext_session WHERE id = %s", (self.session_id,)).rowcount)
+
+    # ------------------------------------------------------------------ writer section
+
+    def _try_lock(self, conn: Any) -> bool:
+        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended('picontext:' || %s, 0))",
+                           (self.session_id,)).fetchone()
+        return bool(row[0])
+
+    def _unlock(self, conn: Any) -> None:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended('picontext:' || %s, 0))", (self.session_id,))
+        conn.close()
+
+    def _locked_message(self) -> str:
+        return f"Session {self.session_id} is locked by another writer ({self.db.display})"
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Tail | None]:
+        if self._key in _held():
+            yield self.tail()
+            return
+        conn = self.db.connect()
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            while not self._try_lock(conn):
+                if time.monotonic() > deadline:
+                    raise SessionLockedError(self._locked_message())
+                time.sleep(LOCK_POLL)
+        except psycopg.OperationalError as exc:
+            conn.close()
+            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+        except BaseException:
+            conn.close()
+            raise
+        token = _HELD.set({**_held(), self._key: conn})
+        try:
+            yield self.tail()
+        finally:
+            _HELD.reset(token)
+            self._unlock(conn)
+
+    @contextlib.asynccontextmanager
+    async def awriter(self) -> AsyncIterator[Tail | None]:
+        if self._key in _held():
+            yield await asyncio.to_thread(self.tail)
+            return
+        conn = await asyncio.to_thread(self.db.connect)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            while not await asyncio.to_thread(self._try_lock, conn):
+                if time.monotonic() > deadline:
+                    raise SessionLockedError(self._locked_message())
+                await asyncio.sleep(LOCK_POLL)
+        except psycopg.OperationalError as exc:
+            conn.close()
+            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+        except BaseException:
+            conn.close()
+            raise
+        token = _HELD.set({**_held(), self._key: conn})
+        try:
+            yield self.tail()
+        finally:
+            _HELD.reset(token)
+            self._unlock(conn)

@@ -1,0 +1,36 @@
+"""A command imports only what it needs: `picontext context FILE --json` loads neither the agent,
+the providers, httpx nor prompt_toolkit (each CLI call used to import ~650 modules first)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from picontext.session.manager import SessionManager
+
+
+def _imported(args: list[str]) -> set[str]:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "picontext", *args], capture_output=True,
+                          text=True, check=True)
+    return {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_context_imports_only_the_session_layer(tmp_path: Path) -> None:
+    sm = SessionManager.create(str(tmp_path), str(tmp_path))
+    sm.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    sm.append_message({"role": "assistant", "content": [], "api": "x", "provider": "p", "model": "m",
+                       "usage": {}, "stopReason": "stop", "timestamp": 2})
+    modules = _imported(["context", str(sm.get_session_file()), "--json"])
+    assert "picontext.session.manager" in modules  # the measurement sees the command's own imports
+    heavy = {m for m in modules if m.split(".")[0] in ("httpx", "prompt_toolkit", "asyncio")
+             or m.startswith(("picontext.agent", "picontext.ai.providers", "picontext.cli.modes"))}
+    assert heavy == set()
+    assert len(modules) < 300
+
+
+def test_help_still_lists_every_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "picontext", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for command in ("context", "sessions", "compact", "run", "chat"):
+        assert command in out

@@ -1,0 +1,114 @@
+"""Promises of docs/storage.md ("PostgreSQL") not covered elsewhere: passwords never shown, the
+compaction refusal, the synchronous_commit URL option, a retried append that had committed, and a
+manager whose append failed on an unreachable database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pg_corpus import FILES
+
+from picontext.compaction.compact import compact_session
+from picontext.compaction.settings import CompactionSettings
+from picontext.errors import SessionChanged, SessionWriteError
+from picontext.session.manager import SessionManager
+from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres.database import redact
+from picontext.session.postgres.transfer import import_file
+
+HEADER = {"type": "session", "version": 3, "id": "s-b", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
+
+
+def _custom(entry_id: str, parent: str | None) -> dict[str, Any]:
+    return {"type": "custom", "customType": "x", "id": entry_id, "parentId": parent, "timestamp": "t"}
+
+
+def test_messages_never_show_the_password() -> None:
+    assert redact("postgresql://agent:s3cret@db.example.com:5432/agents?sslmode=require") == \
+        "postgresql://agent:***@db.example.com:5432/agents?sslmode=require"
+    assert redact("postgresql://agent@db/agents") == "postgresql://agent@db/agents"
+    store = PgSessionStore("postgresql://agent:s3cret@127.0.0.1:1/agents", "abc")
+    assert "s3cret" not in store.location and "***" in store.location
+
+
+def test_synchronous_commit_can_be_relaxed_in_the_url(pg_url: str) -> None:
+    url = pg_url + "?options=-csynchronous_commit%3Doff"
+    store = PgSessionStore(url, HEADER["id"])
+    tail = store.create([HEADER])
+    store.append([_custom("c1", None)], expect=tail)
+    with store.db.connection() as conn:
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    assert len(PgSessionStore(pg_url, HEADER["id"]).load().entries) == 2
+
+
+class _LosesTheAnswer(PgSessionStore):
+    """The connection breaks after the first append committed, before its answer arrived."""
+
+    broken = False
+
+    def _conn(self, *, writing: bool = False) -> Any:
+        inner = super()._conn(writing=writing)
+        outer = self
+
+        class _Wrapper:
+            def __enter__(self) -> Any:
+                return inner.__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                result = inner.__exit__(*exc)
+                if writing and not outer.broken and exc[0] is None:
+                    outer.broken = True
+                    raise SessionWriteError("Cannot write session: database unreachable (connection lost)")
+                return result
+
+        return _Wrapper()
+
+
+def test_a_retried_append_that_had_committed_is_not_stored_twice(pg_url: str) -> None:
+    PgSessionStore(pg_url, HEADER["id"]).create([HEADER])
+    store = _LosesTheAnswer(pg_url, HEADER["id"])
+    tail = store.tail()
+    new_tail = store.append([_custom("c1", None)], expect=tail)
+    assert store.broken
+    assert tail is not None and new_tail.offset == tail.offset + 1
+    assert [e.get("id") for e in store.load().entries] == ["s-b", "c1"]
+
+
+async def test_compaction_refuses_when_another_writer_appended(pg_url: str, tmp_path: Path) -> None:
+    source = next(f for f in FILES if f.name == "real-large-session.jsonl")
+    session_id, _ = import_file(database(pg_url), str(source))
+    factory = store_factory(pg_url)
+    manager = SessionManager.open(session_id, store_factory=factory, warn=lambda m: None)
+    other = SessionManager.open(session_id, store_factory=factory, warn=lambda m: None)
+    other.append_custom_entry("note", {"by": "other"})  # upgrades the legacy log and appends
+    with pytest.raises(SessionChanged, match="changed while the summary was being written"):
+        await compact_session(manager, strategy="mask", completion=None,
+                              settings=CompactionSettings(keep_recent_tokens=2000))
+    stored = PgSessionStore(pg_url, session_id).load().entries
+    assert not any(isinstance(e, dict) and e.get("type") == "context_edit" for e in stored)
+
+
+def test_a_failed_append_is_removed_from_memory(pg_cluster: Any, pg_url: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PICONTEXT_STORE_TIMEOUT", "2")
+    manager = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pg_url))
+    manager.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    manager.append_message({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 2})
+    before = manager.build_session_context()
+    with psycopg.connect(pg_cluster.url, autocommit=True) as admin:  # the database goes away
+        admin.execute(f"ALTER DATABASE \"{pg_url.rsplit('/', 1)[1]}\" ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                      (pg_url.rsplit("/", 1)[1],))
+    try:
+        with pytest.raises(SessionWriteError, match=r"database unreachable.*nothing was written"):
+            manager.append_message({"role": "user", "content": "lost?", "timestamp": 3})
+        assert manager.entry_count() == 2 and manager.build_session_context() == before
+    finally:
+        with psycopg.connect(pg_cluster.url, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE \"{pg_url.rsplit('/', 1)[1]}\" ALLOW_CONNECTIONS true")
+    manager.append_message({"role": "user", "content": "again", "timestamp": 4})
+    reopened = SessionManager.open(manager.get_session_id(), store_factory=store_factory(pg_url))
+    assert reopened.build_session_context() == manager.build_session_context()
