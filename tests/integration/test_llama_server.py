@@ -129,9 +129,10 @@ def test_a_continuation_overflows_the_real_window_and_recovers_once(
         assert kinds(rows)[-4:] == ["assistant", "context_edit", "compaction", "assistant"]
         assert rows[-1]["message"]["stopReason"] in ("stop", "length")
         assert types.count("agent_start") == 2
-    else:  # SmolLM2 rambles past the summary's token cap: a clear failure, nothing retried or lost
+    else:  # the summary failed (SmolLM2 rambles past its token cap, or the turn prefix holding the
+        # paste is itself over the real window): one clear line, nothing retried or lost
         assert end["errorMessage"].startswith("Context overflow recovery failed: ")
-        assert "token cap" in end["errorMessage"]
+        assert "\n" not in end["errorMessage"]
         assert out.returncode == 1 and types.count("agent_start") == 1
         assert kinds(rows)[-2:] == ["assistant", "context_edit"]
 

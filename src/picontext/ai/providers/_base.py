@@ -316,18 +316,19 @@ def start_http_stream(
             opened = await open_stream(client, request, timeout=options.timeout)
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
-            seen = 0
+            seen = produced = 0
             try:
                 async for sse in aiter_sse(opened.response):
                     seen += 1
                     for ev in _feed_checked(parser, sse, seen, request.url):
+                        produced += 1
                         stream.push(ev)
             except httpx.RemoteProtocolError:
-                # Cut off before the first event (llama.cpp, failing inside its stream, may drop
-                # the connection mid-body): the same silence as an empty stream.
-                if seen or not (resolve_silent and near_window(model, request.body)):
+                # Cut off before any content (llama.cpp, failing inside its stream after a
+                # role-only chunk, may drop the connection mid-body): the same silence.
+                if produced or not (resolve_silent and near_window(model, request.body)):
                     raise
-            if not seen and resolve_silent and near_window(model, request.body):
+            if not produced and resolve_silent and near_window(model, request.body):
                 await _quiet_close(opened.aclose())
                 opened = None
                 await reissue_without_streaming(client, request, timeout=options.timeout)
