@@ -64,3 +64,22 @@ async def test_the_agent_recovers_from_a_silent_overflow_once(server: ScriptedMo
     assert session.messages[-1]["content"][0]["text"] == "recovered"
     assert len(server.requests) == 2 + 4
     assert "SUMMARY of the questions" in json.dumps(server.requests[-1].body)
+
+
+async def test_a_stream_cut_off_before_any_event_near_the_window_reads_the_error(
+    server: ScriptedModelServer,
+) -> None:
+    model = server.model("openai-completions", context_window=1000)
+    server.expect(text("never sent").drop_after(0), overflow())
+    msg = await complete(model, ctx(3000), StreamOptions(api_key="k"))  # type: ignore[arg-type]
+    assert msg["errorMessage"].startswith("400 ") and "maximum context length" in msg["errorMessage"]
+
+
+async def test_a_stream_cut_off_after_a_role_only_chunk_is_silence_too(server: ScriptedModelServer) -> None:
+    from picontext.testing import raw_stream
+
+    model = server.model("openai-completions", context_window=1000)
+    role_only = '{"choices":[{"index":0,"delta":{"role":"assistant"}}]}'
+    server.expect(raw_stream(role_only).drop_after(1), overflow())
+    msg = await complete(model, ctx(3000), StreamOptions(api_key="k"))  # type: ignore[arg-type]
+    assert msg["errorMessage"].startswith("400 ") and "maximum context length" in msg["errorMessage"]

@@ -130,9 +130,11 @@ def test_unreachable_server_one_line_exit_2(home: Path, tmp_path: Path) -> None:
     configure(home, url + "/v1")
     result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
     assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("picontext: Connection error")
-    assert f"is the server at {url}/v1 running?" in lines[0]  # the URL it tried
+    *waits, last = result.stderr.strip().splitlines()
+    assert last.startswith("picontext: Connection error")
+    assert f"is the server at {url}/v1 running?" in last  # the URL it tried
+    # every back-off before it was announced, one line each
+    assert len(waits) == 3 and all("retrying in" in line for line in waits)
 
 
 def test_print_mode_announces_each_retry_wait_on_one_stderr_line(

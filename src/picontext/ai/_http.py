@@ -255,10 +255,8 @@ async def open_stream(
         extra["timeout"] = timeout
     # Encoded here, not by httpx: its UTF-8 encoder refuses lone surrogates, which a reply
     # can hold (JavaScript slicing) and which JSON.stringify writes as \udXXX escapes.
-    headers = dict(request.headers)
-    if not any(name.lower() == "content-type" for name in headers):
-        headers["content-type"] = "application/json"
-    cm = client.stream(request.method, request.url, headers=headers, content=_json.dumps(request.body), **extra)
+    cm = client.stream(request.method, request.url, headers=json_headers(request.headers),
+                       content=_json.dumps(request.body), **extra)
     response = await cm.__aenter__()
     if response.status_code < 400:
         note_response(None)
@@ -269,6 +267,14 @@ async def open_stream(
         await cm.__aexit__(None, None, None)
     note_response(response.headers)
     raise ProviderHTTPStatus(response.status_code, raw.decode("utf-8", "replace"), response.headers)
+
+
+def json_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` with a JSON content type unless one is set (the body is encoded by us)."""
+    out = dict(headers)
+    if not any(name.lower() == "content-type" for name in out):
+        out["content-type"] = "application/json"
+    return out
 
 
 def default_client() -> httpx.AsyncClient:

@@ -180,10 +180,6 @@ class StreamCompletion:
         self._sleep = sleep
         self._client = client
         self._callbacks = callbacks
-        if stream_fn is None:
-            from picontext.ai.stream import stream as default_stream
-
-            stream_fn = default_stream
         self._stream = stream_fn
 
     async def __call__(

@@ -23,6 +23,7 @@ from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 import httpx
 
+from picontext import _json
 from picontext.ai._http import (
     ProviderHTTPStatus,
     ProviderRequest,
@@ -30,6 +31,7 @@ from picontext.ai._http import (
     aiter_sse,
     default_client,
     describe_transport_error,
+    json_headers,
     open_stream,
 )
 from picontext.ai.auth import redact_secret
@@ -314,12 +316,19 @@ def start_http_stream(
             opened = await open_stream(client, request, timeout=options.timeout)
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
-            seen = 0
-            async for sse in aiter_sse(opened.response):
-                seen += 1
-                for ev in _feed_checked(parser, sse, seen, request.url):
-                    stream.push(ev)
-            if not seen and resolve_silent and near_window(model, request.body):
+            seen = produced = 0
+            try:
+                async for sse in aiter_sse(opened.response):
+                    seen += 1
+                    for ev in _feed_checked(parser, sse, seen, request.url):
+                        produced += 1
+                        stream.push(ev)
+            except httpx.RemoteProtocolError:
+                # Cut off before any content (llama.cpp, failing inside its stream after a
+                # role-only chunk, may drop the connection mid-body): the same silence.
+                if produced or not (resolve_silent and near_window(model, request.body)):
+                    raise
+            if not produced and resolve_silent and near_window(model, request.body):
                 await _quiet_close(opened.aclose())
                 opened = None
                 await reissue_without_streaming(client, request, timeout=options.timeout)
@@ -392,12 +401,12 @@ estimated at half the window can already be over it."""
 
 
 def near_window(model: Model, body: dict[str, Any]) -> bool:
-    """True when `body` (chars/4, plus the output budget) may not fit the model's window; an
-    unknown window counts as near (nothing rules an overflow out)."""
+    """True when `body` (chars/4 of the whole request) may not fit the model's window; an unknown
+    window counts as near (nothing rules an overflow out)."""
     window = int(model.get("contextWindow") or 0)
     if window <= 0:
         return True
-    size = len(json.dumps(body.get("messages") or body.get("input") or body, ensure_ascii=False)) / 4
+    size = len(json.dumps(body, ensure_ascii=False)) / 4  # tools and all: the server counts them too
     return size >= window * SILENT_NEAR_WINDOW
 
 
@@ -413,7 +422,8 @@ async def reissue_without_streaming(
     # A fresh connection: a server that failed inside its stream (llama.cpp) drops the kept-alive
     # one, and the pool would hand that one out again.
     async with httpx.AsyncClient(timeout=client.timeout) as fresh:
-        response = await fresh.request(request.method, request.url, headers=request.headers, json=body, **extra)
+        response = await fresh.request(request.method, request.url, headers=json_headers(request.headers),
+                                       content=_json.dumps(body), **extra)
     if response.status_code >= 400:
         raise ProviderHTTPStatus(response.status_code, response.text, response.headers)
 
