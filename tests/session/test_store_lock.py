@@ -47,6 +47,7 @@ def test_another_process_waits_for_the_lock(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline:  # the writer is about to append
             time.sleep(0.01)
+        # A negative claim needs a window: for 0.3 s the writer, ready to append, must not get through.
         time.sleep(0.3)
         assert proc.poll() is None  # still waiting for our lock
         assert path.read_text().count("\n") == 3

@@ -188,6 +188,7 @@ WRITER = textwrap.dedent("""
     from picontext.session.manager import SessionManager
     path, tag, count, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     sm = SessionManager.open(path, warn=lambda m: None)
+    open(go + "." + tag, "w").close()  # opened: ready to race the others
     while not os.path.exists(go):
         time.sleep(0.001)
     for i in range(count):
@@ -209,7 +210,10 @@ def test_concurrent_processes_lose_no_line(tmp_path: Path, writers: int) -> None
         )
         for k in range(writers)
     ]
-    time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"go.w{k}").exists() for k in range(writers)):  # every writer has opened
+        assert time.monotonic() < deadline, "writers did not start"
+        time.sleep(0.005)
     go.touch()
     for p in procs:
         _, err = p.communicate(timeout=120)
