@@ -202,7 +202,7 @@ def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: Scr
         term.close()
     [path] = list((home / "sessions").rglob("*.jsonl"))
     session_id = json.loads(path.read_text().splitlines()[0])["id"]
-    assert server.requests[0].json["messages"][-1]["content"] == [{"type": "text", "text": "fix the bug in app.py"}]
+    assert server.requests[0].json["messages"][-1]["content"] == "fix the bug in app.py"  # text-only: one string
 
     # -c redraws the conversation so far
     term = Terminal(f"{PICONTEXT} -c", tmp_path, env)
