@@ -280,7 +280,7 @@ def test_typing_during_a_reply_queues_it_and_esc_aborts_once(server: ScriptedMod
         screen = term.wait_for("Done, and I added the title you asked for.")
         assert "> also add a title" in screen
         steered = server.requests[1].json["messages"]
-        assert steered[-1] == {"role": "user", "content": [{"type": "text", "text": "also add a title"}]}
+        assert steered[-1] == {"role": "user", "content": "also add a title"}  # text-only: one string
         term.wait_for("── scripted/m1")
 
         term.type("tell me a story")
@@ -395,7 +395,7 @@ def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(serv
         hold.set()
         screen = term.wait_for("The tests pass.")
         assert "> then run the tests" in screen
-        assert server.requests[1].json["messages"][-1]["content"] == [{"type": "text", "text": "then run the tests"}]
+        assert server.requests[1].json["messages"][-1]["content"] == "then run the tests"
         term.wait_for("── scripted/m1  37.0%/200k")
 
         term.type("/compact")
@@ -519,4 +519,4 @@ def test_print_mode_on_a_terminal_does_not_wait_for_stdin(server: ScriptedModelS
         assert "Hello from print mode." in screen
     finally:
         term.close()
-    assert server.requests[0].json["messages"][-1]["content"] == [{"type": "text", "text": "say hello"}]
+    assert server.requests[0].json["messages"][-1]["content"] == "say hello"
