@@ -38,6 +38,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from picontext._clock import js_date_ms
 from picontext.errors import StaleSessionError
 
 __all__ = [
@@ -101,6 +102,39 @@ class ListingFacts:
     last_activity_ms: float = 0.0  # newest user/assistant message time (0 when none)
     size: int = 0  # bytes (JSONL) or an equivalent measure
     modified_ms: float = 0.0  # storage modification time
+
+
+def account_listing_fact(facts: Any, value: Any) -> None:
+    """Add one non-header record to `facts` (a `ListingFacts` or any object with its counting
+    fields), by Pi's listing rules: objects count as entries, `message` entries as messages; the
+    name is the last `session_info`'s; the first message is the first user message's text; last
+    activity is the newest user/assistant message time (its own numeric timestamp, else the
+    entry's). One rule for every store, so JSONL and PostgreSQL listings cannot drift apart."""
+    if not isinstance(value, dict):
+        return
+    facts.entry_count += 1
+    kind = value.get("type")
+    if kind == "session_info":
+        raw_name = value.get("name")
+        facts.name = raw_name.strip() or None if isinstance(raw_name, str) else None
+    elif kind == "message":
+        facts.message_count += 1
+        message = value.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant"):
+            return
+        assert isinstance(message, dict)
+        ts = message.get("timestamp")
+        if isinstance(ts, int | float) and not isinstance(ts, bool):  # typeof ts === "number"
+            activity = float(ts)
+        else:
+            activity = float(js_date_ms(value.get("timestamp")))
+        if activity == activity and activity > facts.last_activity_ms:  # NaN never wins
+            facts.last_activity_ms = activity
+        if role == "user" and not facts.first_message:
+            from picontext.ai.types import content_text  # lazily: listing runs at CLI start-up
+
+            facts.first_message = content_text(message.get("content"), " ")
 
 
 @runtime_checkable

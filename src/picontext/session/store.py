@@ -35,11 +35,10 @@ import msgspec
 import orjson
 
 from picontext import _json
-from picontext._clock import js_date_ms
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import jsonl_index
-from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail
+from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
 
 __all__ = [
     "JsonlSessionStore",
@@ -378,7 +377,6 @@ def read_session_header(path: str) -> dict[str, Any] | None:
 def scan_listing_facts(path: str) -> ListingFacts | None:
     """Listing facts from a whole read of the file (Pi's buildSessionInfo rules); None if the
     first parsed value is not a session header."""
-    from picontext.ai.types import content_text
 
     header: dict[str, Any] | None = None
     facts: ListingFacts | None = None
@@ -398,30 +396,8 @@ def scan_listing_facts(path: str) -> ListingFacts | None:
                 facts = ListingFacts(header, size=st.st_size, modified_ms=st.st_mtime * 1000)
                 continue
             assert facts is not None
-            _add_fact(facts, value, content_text)
+            account_listing_fact(facts, value)
     return facts
-
-
-def _add_fact(facts: ListingFacts, value: Any, content_text: Any) -> None:
-    if not isinstance(value, dict):
-        return
-    facts.entry_count += 1
-    kind = value.get("type")
-    if kind == "session_info":
-        raw_name = value.get("name")
-        facts.name = raw_name.strip() or None if isinstance(raw_name, str) else None
-    elif kind == "message":
-        facts.message_count += 1
-        message = value.get("message")
-        role = message.get("role") if isinstance(message, dict) else None
-        if role in ("user", "assistant"):
-            assert isinstance(message, dict)
-            ts = message.get("timestamp")
-            activity = ts if isinstance(ts, int | float) else js_date_ms(value.get("timestamp"))
-            if activity == activity and activity > facts.last_activity_ms:
-                facts.last_activity_ms = float(activity)
-            if role == "user" and not facts.first_message:
-                facts.first_message = content_text(message.get("content"), " ")
 
 
 def _encode(entries: Iterable[Any]) -> bytes:

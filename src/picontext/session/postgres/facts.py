@@ -11,15 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from picontext._clock import js_date_ms
-from picontext.ai.types import content_text
+from picontext.session.protocol import account_listing_fact
 from picontext.session.store import RawLine
 
 
 @dataclass(slots=True)
 class FactsDelta:
-    entries: int = 0
-    messages: int = 0
+    entry_count: int = 0
+    message_count: int = 0
     size: int = 0  # bytes of the lines plus their newlines
     name_set: bool = False
     name: str | None = None
@@ -30,23 +29,6 @@ class FactsDelta:
         """Account one parsed non-header value (a dict, a RawLine, or any other JSON value)."""
         if type(value) is RawLine:
             value = value.parse()
-        if not isinstance(value, dict):
-            return
-        self.entries += 1
-        kind = value.get("type")
-        if kind == "session_info":
-            raw = value.get("name")
-            self.name_set = True
-            self.name = (raw.strip() or None) if isinstance(raw, str) else None
-        elif kind == "message":
-            self.messages += 1
-            message = value.get("message")
-            role = message.get("role") if isinstance(message, dict) else None
-            if role in ("user", "assistant"):
-                assert isinstance(message, dict)
-                ts = message.get("timestamp")
-                activity = ts if isinstance(ts, int | float) else js_date_ms(value.get("timestamp"))
-                if activity == activity and activity > self.last_activity_ms:
-                    self.last_activity_ms = float(activity)
-                if role == "user" and not self.first_message:
-                    self.first_message = content_text(message.get("content"), " ")
+        if isinstance(value, dict) and value.get("type") == "session_info":
+            self.name_set = True  # the row's name is replaced, even by a blank one
+        account_listing_fact(self, value)

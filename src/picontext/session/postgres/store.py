@@ -300,8 +300,8 @@ class PgSessionStore:
         batch = Batch.of_entries(entries)
         f = batch.facts
         params = (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
-                  batch.ids, batch.parents, batch.types, batch.lines, f.entries, f.messages, f.size, f.name_set,
-                  fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms)
+                  batch.ids, batch.parents, batch.types, batch.lines, f.entry_count, f.message_count, f.size,
+                  f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms)
         retried = False
         while True:
             try:
@@ -364,8 +364,8 @@ class PgSessionStore:
         f = batch.facts
         status, generation, next_seq = conn.execute(
             "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (self.session_id, generation, expect, batch.ids, batch.parents, batch.types, batch.lines, f.entries,
-             f.messages, f.size, f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
+            (self.session_id, generation, expect, batch.ids, batch.parents, batch.types, batch.lines, f.entry_count,
+             f.message_count, f.size, f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
         ).fetchone()
         if status != 0:  # impossible inside the transaction that holds the row
             raise StaleSessionError(f"Session {self.session_id} changed while being written")
