@@ -328,8 +328,10 @@ def test_tool_output_keeps_lines_collapsed_ctrl_o_expands_and_edits_show_a_diff(
         assert "-    return 1" in screen and "+    return 2" in screen
         term.wait_for("── scripted/m1")
         term.send("C-o")
-        screen = term.wait_for("── output of bash (10 lines) ──")
-        after = screen.split("── output of bash (10 lines) ──")[1]
+        header = "── output of bash (10 lines) ──"
+        # the header can be drawn a moment before the lines under it: wait for the last one
+        screen = term.wait_until(lambda s: header in s and "10" in s.split(header)[1])
+        after = screen.split(header)[1]
         assert [line.strip() for line in after.strip().splitlines()[:10]] == [str(n) for n in range(1, 11)]
         term.send("C-u")
         term.type("/exit")
