@@ -51,6 +51,7 @@ __all__ = [
     "is_header",
     "load_file_entries",
     "parse_session_bytes",
+    "parsed_values",
     "read_session_file",
     "read_session_header",
 ]
@@ -374,6 +375,18 @@ def read_session_header(path: str) -> dict[str, Any] | None:
             return value if is_header(value) else None
 
 
+def parsed_values(lines: Iterable[bytes]) -> Iterator[Any]:
+    """The JSON values of `lines`, skipping blank and unparsable ones (how Pi reads a session)."""
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            value = _json.loads(raw)
+        except _json.JsonLineError:
+            continue
+        yield value
+
+
 def scan_listing_facts(path: str) -> ListingFacts | None:
     """Listing facts from a whole read of the file (Pi's buildSessionInfo rules); None if the
     first parsed value is not a session header."""
@@ -382,13 +395,7 @@ def scan_listing_facts(path: str) -> ListingFacts | None:
     facts: ListingFacts | None = None
     with open(_open_regular(path), "rb") as f:
         st = os.fstat(f.fileno())
-        for raw in f:
-            if not raw.strip():
-                continue
-            try:
-                value = _json.loads(raw)
-            except _json.JsonLineError:
-                continue
+        for value in parsed_values(f):
             if header is None:
                 if not (isinstance(value, dict) and value.get("type") == "session"):
                     return None
