@@ -26,6 +26,11 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 SMALL = CompactionSettings(reserve_tokens=2000, keep_recent_tokens=1500)
 
 
@@ -78,3 +83,39 @@ async def test_masks_are_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(store_mod.os, "write", write)
     outcome = await compact_session(manager, strategy="mask", settings=SMALL)
     assert outcome.masked >= 5 and len(calls) == 1
+
+
+async def test_manager_opened_from_an_earlier_read_refuses_lines_appended_since(tmp_path: Path) -> None:
+    """`picontext compact` reads the file once and opens the manager from that read: a line
+    another writer appended between the read and the open must not be forked over."""
+    from picontext.errors import SessionChanged
+    from picontext.session.store import JsonlSessionStore
+
+    path = tool_session(tmp_path, turns=12).get_session_file()
+    assert path is not None
+    read = JsonlSessionStore(path).load(lazy=True)
+    foreign = {"type": "custom", "customType": "pi", "id": "f0f0f0f0", "parentId": None,
+               "timestamp": "2026-03-01T10:00:00.000Z"}
+    _write(path, _read(path) + json.dumps(foreign, separators=(",", ":")).encode() + b"\n")
+    after_foreign = _read(path)
+    manager = SessionManager.open(path, loaded=read)
+    assert manager.get_entry("f0f0f0f0") is None  # what was read, not read again
+    with pytest.raises(SessionChanged):
+        await compact_session(manager, strategy="mask", settings=SMALL)
+    assert _read(path) == after_foreign
+
+
+async def test_manager_opened_from_a_read_writes_the_same_masks(tmp_path: Path) -> None:
+    from picontext.session.store import JsonlSessionStore
+
+    path = tool_session(tmp_path, turns=12).get_session_file()
+    assert path is not None
+    original = _read(path)
+    fresh = await compact_session(SessionManager.open(path), strategy="mask", settings=SMALL)
+    _write(path, original)
+    from_read = await compact_session(SessionManager.open(path, loaded=JsonlSessionStore(path).load(lazy=True)),
+                                      strategy="mask", settings=SMALL)
+    assert from_read.masked == fresh.masked >= 5
+    assert (from_read.tokens_before, from_read.tokens_after) == (fresh.tokens_before, fresh.tokens_after)
+    targets = [e["targetId"] for e in SessionManager.open(path).get_entries() if e["type"] == "context_edit"]
+    assert len(targets) == from_read.masked

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.loading import add_file_argument, check_session, load_session
+from picontext.cli.loading import add_file_argument, load_session, read_session
 from picontext.cli.main import described
 from picontext.cli.store_cmds import open_session, store_url
 from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
@@ -129,10 +129,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if args.dry_run:
         return _dry_run(args, settings_for)
-    where = check_session(args.file)  # one-line errors before anything is opened for writing
+    where, loaded = read_session(args.file)  # one-line errors before anything is opened for writing
     if store_url() is None:
         args.file = where  # an id, a prefix or nothing named this file
-    manager = open_session(args.file)
+    manager = open_session(args.file, loaded)  # what was just read is not read again
     summary_ref = args.summary_model or settings_for(manager.get_cwd()).model or model_ref
     if args.strategy != "mask" and summary_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")

@@ -127,6 +127,13 @@ def check_session(path: str | None) -> str:
     return _open(path, lazy=True)[0]
 
 
+def read_session(path: str | None) -> tuple[str, LoadResult]:
+    """`check_session` that also returns what it read (lines' heads; bodies parsed on use), for a
+    command that then opens the session for writing without reading it again
+    (`SessionManager.open(where, loaded=...)`)."""
+    return _open(path, lazy=True)
+
+
 def load_session(path: str | None) -> LoadedSession:
     """Read a session without modifying it; one-line errors for the CLI. `path` is a file, a
     session id or unique id prefix, or None for the latest session of the current directory;

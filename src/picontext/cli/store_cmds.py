@@ -72,17 +72,18 @@ def resolve(url: str, ref: str) -> Any:
     return PgSessionStore(db, resolve_session(db, ref))
 
 
-def open_session(ref: str) -> Any:
-    """A writable SessionManager for a session file, or (with a store) a session id or prefix."""
+def open_session(ref: str, loaded: Any = None) -> Any:
+    """A writable SessionManager for a session file, or (with a store) a session id or prefix.
+    `loaded`: the session as the caller just read it (`loading.read_session`), not read again."""
     from picontext.session.manager import SessionManager
 
     url = store_url()
     if url is None:
-        return SessionManager.open(ref)
+        return SessionManager.open(ref, loaded=loaded)
     from picontext.session.postgres import store_factory
 
     store = resolve(url, ref)
-    return SessionManager.open(store.session_id, store_factory=store_factory(store.db))
+    return SessionManager.open(store.session_id, store_factory=store_factory(store.db), loaded=loaded)
 
 
 def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:

@@ -31,19 +31,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from picontext.compaction.completion import Completion
 from picontext.compaction.mask import apply_masks, plan_masks
 from picontext.compaction.prepare import prepare_compaction
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings
-from picontext.compaction.summarize import SummaryResult, summarize_preparation
-from picontext.compaction.summary_model import summarizer_ref, with_summary_model
 from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
 from picontext.errors import ConfigError, NothingToCompact, SessionChanged, StaleSessionError, SummaryAborted
 from picontext.session.projection import field_of
 from picontext.session.system_prompt import get_current_system_message
+
+if TYPE_CHECKING:  # the summary path pulls in the model client (httpx); masking never needs it
+    from picontext.compaction.completion import Completion
+    from picontext.compaction.summarize import SummaryResult
 
 __all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens"]
 
@@ -132,6 +133,9 @@ async def _summarize(manager: Any, completion: Completion | None, settings: Comp
                      verify: bool) -> tuple[SummaryResult, str]:
     if completion is None:
         raise ConfigError("the summary strategy needs a model (--model provider/id)")
+    from picontext.compaction.summarize import summarize_preparation
+    from picontext.compaction.summary_model import summarizer_ref, with_summary_model
+
     model_ref = summarizer_ref(completion)
     prep, settings, instructions, span_id = _plan(manager, manager.get_branch(), settings, instructions, model_ref)
     try:

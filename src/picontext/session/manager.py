@@ -80,6 +80,7 @@ class SessionManager:
         ids: IdFactory | None = None,
         warn: Warn | None = None,
         store_factory: Callable[[str], SessionStore] | None = None,
+        loaded: LoadResult | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds(self._clock)
@@ -98,7 +99,7 @@ class SessionManager:
             paths.ensure_dir(self._session_dir)
         with gc_paused():
             if session_file:
-                self._set_session_file(session_file, preloaded)
+                self._set_session_file(session_file, preloaded, loaded)
             elif preloaded:
                 self._load_entries(preloaded, new_session_id, parent_session)
             else:
@@ -195,22 +196,28 @@ class SessionManager:
 
     def set_session_file(self, path: str) -> None:
         """Switch to another file, with the same rules as `open`."""
-        self._set_session_file(path, None)
+        self._set_session_file(path, None, None)
 
     def _set_path(self, path: str | None) -> None:
         """Point at `path` (not written yet: the lazy-flush rule decides when)."""
         self._session_file = path
         self._writer.bind(self._store_factory(path) if path and self._persist else None)
 
-    def _set_session_file(self, path: str, preloaded: list[Any] | None) -> None:
+    def _set_session_file(self, path: str, preloaded: list[Any] | None, read: LoadResult | None = None) -> None:
+        """`read`: what the caller already read from this store (a whole load, its warnings shown),
+        so the file is not parsed twice; its tail is the one the writer checks, so an append made
+        since that read is still refused or taken in, never forked over."""
         resolved = paths.resolve_path(path)
         store = self._store_factory(resolved)
-        if not store.exists():
+        if read is None and not store.exists():
             self.new_session()
             self._set_path(resolved)
             return
         loaded = LoadResult()
-        if preloaded is None:
+        if read is not None:
+            loaded = read
+            entries = loaded.entries if loaded.valid else []
+        elif preloaded is None:
             loaded = store.load(lazy=True)
             for line in loaded.warnings(store.location):
                 self._warn(line)
@@ -515,7 +522,7 @@ class SessionManager:
 
     def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
         """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""
-        with self.batch():
+        with gc_paused(), self.batch():  # thousands of new entries over a large parsed session
             return [self.append_context_edit(target, replacement) for target, replacement in edits]
 
     def append_message(self, message: dict[str, Any]) -> str:
