@@ -245,6 +245,25 @@ async def test_request_records_system_prompt_and_tools(server: ScriptedModelServ
     ]
 
 
+async def test_requests_and_response_ends_are_timed(server: ScriptedModelServer) -> None:
+    """What bench/bench_continue.py measures: when each request arrived and when its response
+    had been written in full (time.monotonic, comparable across processes on one machine)."""
+    import time
+
+    server.expect(text("a b c").slow(0.05), text("d"))
+    before = time.monotonic()
+    model = server.model("openai-completions")
+    await complete(model, ctx(), opts())
+    await complete(model, ctx(), opts())
+    after = time.monotonic()
+    first, second = server.requests
+    first_end, second_end = server.answered_at(first), server.answered_at(second)
+    assert first_end is not None and second_end is not None
+    assert before <= first.received
+    assert first_end - first.received >= 0.05  # the slow stream's frames were waited for
+    assert first_end <= second.received <= second_end <= after
+
+
 async def test_unexpected_request_is_reported() -> None:
     with ScriptedModelServer() as srv:
         model = srv.model("openai-completions")

@@ -72,3 +72,73 @@ def test_request_questions_parse_nothing_but_the_context(tmp_path: Path) -> None
     view = reopened.branch_view()
     assert view[-1]["id"] == last_id
     assert sum(type(e) is RawLine for e in index.entries) == unparsed
+
+
+def _file(tmp_path: Path, name: str, links: list[tuple[str, str | None]]) -> str:
+    """A session file whose entries are user messages with these (id, parentId), in this order."""
+    import json
+
+    lines = [{"type": "session", "version": 3, "id": "s-" + name, "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/w"}]
+    lines += [{"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-03-01T10:00:01.000Z",
+               "message": {"role": "user", "content": f"m{i}", "timestamp": i}}
+              for i, (entry_id, parent) in enumerate(links)]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def _check_positions(sm: SessionManager, ids: list[str]) -> None:
+    on_branch = [e.get("id") for e in sm.get_branch()]
+    for entry_id in [*ids, "nope"]:
+        expected = on_branch.index(entry_id) if entry_id in on_branch else None  # the first occurrence, as Pi
+        assert sm.branch_position(entry_id) == expected, entry_id
+
+
+def test_branch_questions_when_parents_come_after_children_in_the_file(tmp_path: Path) -> None:
+    """The index answers branch positions for a path written in file order; one whose parents
+    were appended after their children (a hand-made file) is answered the same."""
+    links = [("r", None), ("c", "p"), ("p", "r"), ("d", "c"), ("o", "r")]
+    sm = SessionManager.open(_file(tmp_path, "order", links))
+    sm.branch("d")
+    assert [e["id"] for e in sm.get_branch()] == ["r", "p", "c", "d"]
+    _check_positions(sm, [i for i, _ in links])
+    sm.append_context_edit("c", None)  # on the branch although written before its parent
+    from picontext.errors import NotOnActiveBranch
+
+    try:
+        sm.append_context_edit("o", None)
+        raise AssertionError("an entry of another branch was edited")
+    except NotOnActiveBranch:
+        pass
+    _check_positions(sm, [i for i, _ in links])
+
+
+def test_branch_questions_with_a_duplicated_id(tmp_path: Path) -> None:
+    """An id written twice: the branch position is its first occurrence on the branch (Pi's
+    lookup by id), not the index's latest entry of that id."""
+    links = [("r", None), ("x", "r"), ("y", "r"), ("y", "x"), ("z", "y"), ("w", "r")]
+    sm = SessionManager.open(_file(tmp_path, "dup", links))
+    sm.branch("z")
+    assert [e["id"] for e in sm.get_branch()] == ["r", "x", "y", "z"]
+    _check_positions(sm, [i for i, _ in links])
+    sm.append_message({"role": "user", "content": "more", "timestamp": 9})
+    _check_positions(sm, [i for i, _ in links])
+    sm.append_context_edit("y", None)
+    _check_positions(sm, [i for i, _ in links])
+
+
+def test_an_appended_duplicate_id_is_noticed_by_the_index() -> None:
+    """Another writer's line may repeat an id: from then on the index no longer claims an id
+    names one entry, so branch positions take the general (first occurrence) path."""
+    from picontext.session.index import EntryIndex
+
+    index = EntryIndex()
+    index.load([{"type": "session", "id": "s"}, {"type": "message", "id": "a", "parentId": None}])
+    assert index.ids_unique()
+    index.add({"type": "message", "id": "b", "parentId": "a"})
+    assert index.ids_unique()
+    index.add({"type": "message", "id": "a", "parentId": "b"})
+    assert not index.ids_unique()
+    with_list_id = EntryIndex()
+    with_list_id.load([{"type": "session", "id": "s"}, {"type": "message", "id": ["a"], "parentId": None}])
+    assert not with_list_id.ids_unique()

@@ -225,7 +225,7 @@ class AgentSession:
     # -- settings --------------------------------------------------------------------------------
 
     def _record_initial_settings(self, model: Model, thinking_level: ThinkingLevel | None) -> None:
-        fresh = not self.manager.get_entries()
+        fresh = self.manager.entry_count() == 0  # counted, not parsed: a long session opens lazily
         projection = self.manager.build_session_projection()
         current = projection.model or {}
         if (current.get("provider"), current.get("modelId")) != (model["provider"], model["id"]):

@@ -67,6 +67,7 @@ class EntryIndex:
         self.label_ts: dict[Hashable, Any] = {}
         self.name_position: int | None = None
         self._has_assistant: bool | None = None
+        self._ids_unique = True  # no id occurs twice (then an id names exactly one entry)
 
     # ------------------------------------------------------------------ building
 
@@ -96,6 +97,9 @@ class EntryIndex:
             by_id = {k: i for i, k in enumerate(ids) if hashable(k)}
         by_id.pop(UNSET, None)
         self._by_id = by_id
+        # Counted in C; an unhashable id (not in by_id) counts as "not unique": callers then take
+        # the general path.
+        self._ids_unique = len(by_id) == len(ids) - ids.count(UNSET)
         types = self._types
         if "label" in types or "session_info" in types:  # scanned in C; most sessions have few or none
             for position in [i for i, t in enumerate(types) if t == "label" or t == "session_info"]:
@@ -114,7 +118,11 @@ class EntryIndex:
         self._ids.append(key)
         self._types.append(entry.type if type(entry) is RawLine else field_of(entry, "type"))
         if key is not UNSET and hashable(key):
+            if key in self._by_id:
+                self._ids_unique = False  # stays False after an undo: only a fast path is lost
             self._by_id[key] = position
+        elif key is not UNSET:
+            self._ids_unique = False
         parent = key_of(_parent(entry))
         if self._children is not None:
             self._children.setdefault(parent, []).append(position)
@@ -173,6 +181,10 @@ class EntryIndex:
 
     def position_of(self, entry_id: Any) -> int | None:
         return self._by_id.get(entry_id) if hashable(entry_id) else None
+
+    def ids_unique(self) -> bool:
+        """True when no id occurs twice (so `position_of` names the only entry with that id)."""
+        return self._ids_unique
 
     def entry(self, index: int) -> Entry:
         """The entry at `index` in file order, parsed on first use."""

@@ -15,6 +15,7 @@ are parsed (entries of a large file are parsed lazily, see `store.RawLine`).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Hashable
 from typing import Any, Protocol
 
@@ -39,6 +40,8 @@ class EntryView(Protocol):
     def types_of(self, positions: list[int]) -> list[Any]: ...
     def ids_of(self, positions: list[int]) -> list[Any]: ...
     def role_of(self, index: int) -> Any: ...
+    def position_of(self, entry_id: Any) -> int | None: ...
+    def ids_unique(self) -> bool: ...
 
 
 class LiveProjection:
@@ -196,6 +199,11 @@ class LiveProjection:
         """Position on the path of the first entry with `entry_id` (as Pi finds entries by id)."""
         if not hashable(entry_id):
             return self._first_position(entry_id, None)
+        view = self._view
+        if self._path_pos is None and type(entry_id) is str and view is not None and view.ids_unique():
+            # The after-run check asks this once or twice per run: find the entry through the
+            # index instead of mapping every id of a long path first.
+            return self._position_on_path(view.position_of(entry_id))
         if self._path_pos is None:
             positions: dict[Any, int] = {}
             for position, key in enumerate(self._path_ids):
@@ -203,6 +211,19 @@ class LiveProjection:
                     positions.setdefault(key, position)
             self._path_pos = positions
         return self._path_pos.get(entry_id)
+
+    def _position_on_path(self, index: int | None) -> int | None:
+        """Where the entry at `index` (in the view) is on the path, or None."""
+        if index is None:
+            return None
+        path = self._path
+        at = bisect_left(path, index)  # a path written in file order is ascending
+        if at < len(path) and path[at] == index:
+            return at
+        try:
+            return path.index(index)  # a path not in file order (parents appended after children)
+        except ValueError:
+            return None
 
     def contributes(self, entry_id: Any) -> bool:
         """Whether an entry with `entry_id` is in the context and projects to some message."""
@@ -213,6 +234,9 @@ class LiveProjection:
     def on_path(self, entry_id: Any) -> bool:
         if not hashable(entry_id):
             return entry_id in self._path_ids
+        view = self._view
+        if self._path_id_set is None and type(entry_id) is str and view is not None and view.ids_unique():
+            return self._position_on_path(view.position_of(entry_id)) is not None
         if self._path_id_set is None:  # built on first use: most projections never ask
             self._path_id_set = {i for i in self._path_ids if hashable(i)}
         return entry_id in self._path_id_set

@@ -527,6 +527,8 @@ class RecordedRequest:
     dialect: str | None
     peer: tuple[str, int] | None = None
     """The client's address and port: one per TCP connection (connection reuse is visible here)."""
+    received: float = 0.0
+    """`time.monotonic()` when the request's headers had arrived (before its body was read)."""
 
     @property
     def json(self) -> Any:
@@ -547,6 +549,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _handle(self) -> None:
+        received = time.monotonic()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -556,7 +559,13 @@ class _Handler(BaseHTTPRequestHandler):
         dialect = dialect_for_path(self.path)
         owner = self.server.owner
         req = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, dialect,
-                              tuple(self.client_address[:2]))  # type: ignore[arg-type]
+                              tuple(self.client_address[:2]), received)  # type: ignore[arg-type]
+        try:
+            self._respond(owner, req, dialect, body)
+        finally:
+            owner._answered(req)
+
+    def _respond(self, owner: ScriptedModelServer, req: RecordedRequest, dialect: Dialect | None, body: Any) -> None:
         step = owner._take(req)
         if step is None or dialect is None:
             why = "no step left" if step is None else "unknown path"
@@ -659,6 +668,7 @@ class ScriptedModelServer:
         self._arrived = threading.Condition(self._lock)
         self._steps: list[Step] = list(steps)
         self.requests: list[RecordedRequest] = []
+        self._answered_at: dict[int, float] = {}  # id(request) -> time.monotonic() after its response
         self.unexpected: list[RecordedRequest] = []
         self._stopping = threading.Event()
         self._httpd: _Server | None = None
@@ -710,6 +720,7 @@ class ScriptedModelServer:
         with self._lock:
             self._steps.clear()
             self.requests.clear()
+            self._answered_at.clear()
             self.unexpected.clear()
 
     @property
@@ -729,6 +740,17 @@ class ScriptedModelServer:
                         return self._steps.pop(i)
             self.unexpected.append(req)
             return None
+
+    def _answered(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self._answered_at[id(req)] = time.monotonic()
+
+    def answered_at(self, req: RecordedRequest) -> float | None:
+        """`time.monotonic()` when the response to `req` had been written to the socket in full
+        (None while it is still being served); with `req.received`, what a benchmark needs to
+        time the client's work between a response and its next request."""
+        with self._lock:
+            return self._answered_at.get(id(req))
 
     def wait_for_requests(self, count: int, timeout: float = 30) -> None:
         """Block until `count` requests have arrived (an event, not a sleep); AssertionError on timeout."""
