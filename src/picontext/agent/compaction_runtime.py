@@ -214,11 +214,12 @@ class CompactionRuntime:
         settings = self.settings()
         if not settings.resumable or self.running or self.background.job is not None:
             return False
-        branch = self.s.manager.get_branch()
-        pending = find_pending_span(branch)
+        # The scan stops at the newest compaction: through the lazy view it parses only the
+        # entries after it; the whole branch is materialised only when there is a span to resume.
+        pending = find_pending_span(self.s.manager.branch_view())
         if pending is None:
             return False
-        prep = resume_preparation(branch, pending)
+        prep = resume_preparation(self.s.manager.get_branch(), pending)
         if prep is None:
             end_span(self.s.manager, pending.entry_id, "invalid")
             return False
