@@ -264,6 +264,14 @@ async def test_requests_and_response_ends_are_timed(server: ScriptedModelServer)
     assert first_end <= second.received <= second_end <= after
 
 
+def test_server_sends_without_nagle_delay() -> None:
+    """Each accepted connection gets TCP_NODELAY (socketserver applies the handler's flag), so a
+    stream's last frame is not held back waiting for the client's delayed ACK."""
+    from picontext.testing import model_server
+
+    assert model_server._Handler.disable_nagle_algorithm is True
+
+
 async def test_unexpected_request_is_reported() -> None:
     with ScriptedModelServer() as srv:
         model = srv.model("openai-completions")

@@ -537,6 +537,10 @@ class RecordedRequest:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as model APIs' servers send: with Nagle's algorithm a stream's last small frame
+    # waits for the client's delayed ACK (~40 ms on Linux), time a benchmark would count as the
+    # client's.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
