@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import importlib.util
 import sys
@@ -184,4 +185,11 @@ def _default_handler(args: argparse.Namespace) -> Handler | None:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    # The process ends here. The interpreter's final collections would walk every object still
+    # alive (~500 imported modules, a parsed session) only to hand memory back to the OS: about
+    # 0.2 s of a one-second `picontext -p`. Frozen objects are skipped by the collector and still
+    # freed by reference counting; nothing of ours needs a finalizer at exit (session lines are
+    # written with os.write, index files atomically, before the command returns).
+    gc.freeze()
+    sys.exit(code)
