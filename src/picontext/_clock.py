@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Protocol
 
 _ONE_MS = timedelta(milliseconds=1)
@@ -44,6 +45,7 @@ class FrozenClock:
         self._now += ms
 
 
+@lru_cache(maxsize=16)  # a batch of appends (thousands of masks) stamps many entries with one ms
 def iso_from_ms(ms: int) -> str:
     """`new Date(ms).toISOString()`: UTC with milliseconds and a trailing Z."""
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
