@@ -119,7 +119,8 @@ class SessionManager:
     @classmethod
     def open(cls, path: str, session_dir: str | None = None, cwd_override: str | None = None,
              **kw: Any) -> SessionManager:
-        """Open a session file (created lazily if it does not exist)."""
+        """Open a session file (created lazily if it does not exist). `loaded=` (keyword): the
+        store's `load(lazy=True)` result the caller already has, used instead of reading again."""
         resolved = paths.resolve_path(path)
         cwd = cwd_override
         store = (kw.get("store_factory") or JsonlSessionStore)(resolved)
