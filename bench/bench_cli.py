@@ -45,19 +45,50 @@ def best(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tupl
     return min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def bench_context(files: list[Path], repeat: int) -> None:
-    print("| session | entries | file MB | picontext s | Pi s | ratio | picontext RSS MB (x file) "
-          "| Pi RSS MB (x file) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    """Per file, `repeat` rounds of three whole processes each, interleaved so machine load hits
+    all three alike: picontext cold (a fresh PICONTEXT_DIR: no index cache, it is built and
+    written), picontext warm (the cache of an earlier call is there) and Pi. Median and best wall
+    time; peak RSS is the largest of the runs."""
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print("| session | entries | file MB | cold s med/best | warm s med/best | Pi s med/best | cold ratio med "
+          "| warm ratio med (best) | cold RSS MB (x file) | warm RSS MB (x file) | Pi RSS MB (x file) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    mb = 1024 * 1024
     for path in files:
         size = path.stat().st_size
         entries = sum(1 for _ in path.open("rb")) - 1
-        ours = best([*PY, "context", str(path), "--json"], repeat)
-        pi = best([*NODE, "context", str(path)], repeat)
-        assert json.loads(ours[2]) == json.loads(pi[2]), f"contexts differ for {path}"
-        mb = 1024 * 1024
-        print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {ours[0]:.2f} | {pi[0]:.2f} | {ours[0] / pi[0]:.2f} "
-              f"| {ours[1] / mb:.0f} ({ours[1] / size:.1f}) | {pi[1] / mb:.0f} ({pi[1] / size:.1f}) |")
+        cmd = [*PY, "context", str(path), "--json"]
+        warm_home = tempfile.mkdtemp(prefix="bench-ctx-warm-")
+        warm_env = {**os.environ, "PICONTEXT_DIR": warm_home}
+        timed(cmd, warm_env)  # builds the cache
+        cold, warm, pi = [], [], []
+        try:
+            for _ in range(repeat):
+                cold_home = tempfile.mkdtemp(prefix="bench-ctx-cold-")
+                try:
+                    cold.append(timed(cmd, {**os.environ, "PICONTEXT_DIR": cold_home}))
+                finally:
+                    shutil.rmtree(cold_home)
+                warm.append(timed(cmd, warm_env))
+                pi.append(timed([*NODE, "context", str(path)]))
+        finally:
+            shutil.rmtree(warm_home)
+        expected = json.loads(pi[-1][2])
+        assert json.loads(cold[-1][2]) == expected and json.loads(warm[-1][2]) == expected, f"contexts differ: {path}"
+        c, w, p = ([r[0] for r in runs] for runs in (cold, warm, pi))
+        rss = [max(r[1] for r in runs) for runs in (cold, warm, pi)]
+        print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {_median(c):.2f} / {min(c):.2f} "
+              f"| {_median(w):.2f} / {min(w):.2f} | {_median(p):.2f} / {min(p):.2f} | {_median(c) / _median(p):.2f} "
+              f"| {_median(w) / _median(p):.2f} ({min(w) / min(p):.2f}) "
+              + " | ".join(f"{r / mb:.0f} ({r / size:.1f})" for r in rss) + " |")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 def bench_listing(count: int, repeat: int) -> None:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, add_file_argument, load_session, project_file
+from picontext.cli.loading import LoadedSession, add_file_argument, context_json_pieces, load_session, project_file
 from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
 
 
@@ -89,7 +89,14 @@ def _write_json(value: Any) -> None:
 
 def cmd_context(args: argparse.Namespace) -> int:
     if args.json:
-        _stream_context(project_file(args.file, args.leaf))
+        pieces = context_json_pieces(args.file, args.leaf)
+        if pieces is None:
+            _stream_context(project_file(args.file, args.leaf))
+            return 0
+        out = sys.stdout.buffer
+        for piece in pieces:
+            out.write(piece)
+        out.flush()
         return 0
     session = load_session(args.file)
     leaf = session.resolve_leaf(args.leaf)

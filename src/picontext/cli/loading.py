@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -18,7 +19,7 @@ from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
 from picontext.session.protocol import LoadResult
-from picontext.session.store import JsonlSessionStore, read_session_header
+from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_header
 from picontext.session.tree import path_to
 
 
@@ -119,6 +120,34 @@ def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     live = LiveProjection()
     live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
     return live.projection()
+
+
+def context_json_pieces(ref: str | None, leaf: str | None) -> Iterator[bytes] | None:
+    """`context --json`'s output from the session's entry columns (`session/context_stream.py`),
+    reading only the lines the context is made of; None when the session is not a file the
+    columns describe (a database session, a legacy or irregular file, a torn last line): the
+    caller then projects it with `project_file`."""
+    from picontext.cli.store_cmds import store_url
+    from picontext.session.context_stream import context_json
+    from picontext.session.jsonl_columns import ColumnsOutdated
+
+    if store_url() is not None:
+        return None
+    path = session_path(ref, os.getcwd())
+    check_regular_file(path)
+    try:
+        view = indexed_columns(path)
+    except (OSError, SessionFormatError):
+        return None  # the full reader names the problem
+    if view is None:
+        return None
+    with view:
+        if leaf is not None and view.position_of(leaf) is None:
+            raise SessionOpenError(f"entry {leaf!r} not found in {path}")
+        try:
+            return context_json(view, LAST if leaf is None else leaf)
+        except (ColumnsOutdated, OSError):
+            return None
 
 
 def check_session(path: str | None) -> str:

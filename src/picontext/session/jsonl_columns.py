@@ -1,0 +1,332 @@
+"""Per-entry columns of one JSONL session file, cached: where each entry's line is, its parent,
+type, role and id, so a projection reads and parses only the lines it needs.
+
+Where: `$PICONTEXT_DIR/index/<hash of the file's real path>.cols` (msgpack), beside the listing
+index (`jsonl_index.py`), which stays small for listing. `PICONTEXT_INDEX=0`: built in memory
+for the one call, never written.
+
+What, per non-header entry in file order: byte offset and length of its line, position of its
+parent (-1: none), a type code (into `kind_names`), a role code (assistant, system, other) and
+its id. Stored as packed arrays and one list of strings, so loading 100k entries builds no
+per-entry Python objects except the id strings.
+
+Only *regular* files get columns: a current-version header first, then entries that are JSON
+objects with a string `type` (not a second header) and a string `id` seen once, whose
+`parentId` is null, absent, or the id of an earlier entry. Blank lines and falsy values are
+skipped as Pi skips them. Anything else (legacy versions, unparsable lines, duplicate ids,
+forward parent references, ...) marks the columns irregular and the caller reads the file with
+the full reader, which knows every rule; a regular file's columns describe exactly what the full
+reader would build (`tests/session/test_jsonl_columns.py`).
+
+Validity is the listing index's rule (device, inode, size, mtime, a hash of the covered bytes):
+unchanged -> used as is; grown with the covered bytes unchanged -> extended; anything else ->
+rebuilt. Only complete lines are covered; an unterminated last line is not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from array import array
+from typing import Any
+
+import msgspec
+
+from picontext import _json
+from picontext.session import jsonl_index
+
+COLUMNS_VERSION = 1
+ROLE_OTHER, ROLE_ASSISTANT, ROLE_SYSTEM = 0, 1, 2
+_MAX_KINDS = 255
+
+
+class _Role(msgspec.Struct, gc=False):
+    role: Any = None
+
+
+class _HeadWithRole(msgspec.Struct, gc=False):
+    type: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    parentId: Any = None
+    message: _Role | None = None
+
+
+_decode_head = msgspec.json.Decoder(_HeadWithRole).decode
+
+
+class EntryColumns(msgspec.Struct, array_like=True, gc=False):
+    version: int
+    dev: int
+    ino: int
+    size: int  # bytes covered: always just after a "\n" (or 0)
+    mtime_ns: int
+    prefix_hash: bytes  # blake2b of the covered bytes
+    regular: bool = True
+    header_seen: bool = False
+    offsets: bytes = b""  # array('q')
+    lengths: bytes = b""  # array('q')
+    parents: bytes = b""  # array('i'), -1 for a root
+    kinds: bytes = b""  # one byte per entry: index into kind_names
+    roles: bytes = b""  # one byte per entry: ROLE_*
+    kind_names: list[str] = msgspec.field(default_factory=list)
+    ids: list[str] = msgspec.field(default_factory=list)
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(EntryColumns)
+
+
+def columns_path(real_path: str) -> str:
+    return jsonl_index.index_path(real_path)[: -len(".idx")] + ".cols"
+
+
+def read_columns(real_path: str) -> EntryColumns | None:
+    try:
+        with open(columns_path(real_path), "rb") as f:
+            data = _decoder.decode(f.read())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return data if data.version == COLUMNS_VERSION else None
+
+
+def write_columns(real_path: str, data: EntryColumns) -> None:
+    """Atomically (tmp + rename); any failure only costs speed next time."""
+    try:
+        payload = _encoder.encode(data)
+    except (UnicodeEncodeError, msgspec.EncodeError):
+        return  # an id with a lone surrogate: msgpack cannot hold it; no columns then
+    target = columns_path(real_path)
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def new_columns(st: os.stat_result) -> EntryColumns:
+    empty = hashlib.blake2b(digest_size=16).digest()
+    return EntryColumns(COLUMNS_VERSION, st.st_dev, st.st_ino, 0, st.st_mtime_ns, empty)
+
+
+def covers_prefix(data: EntryColumns, st: os.stat_result, buffer: Any) -> Any:
+    """A hasher fed with the covered bytes when `buffer` (the file now) still starts with them."""
+    if (data.dev, data.ino) != (st.st_dev, st.st_ino) or len(buffer) < data.size:
+        return None
+    hasher = hashlib.blake2b(digest_size=16)
+    hasher.update(memoryview(buffer)[: data.size])
+    return hasher if hasher.digest() == data.prefix_hash else None
+
+
+class _Irregular(Exception):
+    pass
+
+
+_CHUNK = 8 * 1024 * 1024
+
+
+def extend(data: EntryColumns, buffer: Any, st: os.stat_result, hasher: Any = None) -> None:
+    """Add the complete lines of `buffer` (the whole file now) after `data.size`; `hasher` has
+    been fed the bytes before it. Marks `data` irregular at the first line it cannot describe."""
+    if hasher is None:
+        hasher = hashlib.blake2b(digest_size=16)
+        hasher.update(memoryview(buffer)[: data.size])
+    data.mtime_ns = st.st_mtime_ns
+    end = buffer.rfind(b"\n") + 1
+    if end <= data.size:
+        return
+    if data.regular:
+        try:
+            _add_lines(data, buffer, data.size, end)
+        except _Irregular:
+            _mark_irregular(data)
+    hasher.update(memoryview(buffer)[data.size : end])
+    data.size = end
+    data.prefix_hash = hasher.digest()
+
+
+def _mark_irregular(data: EntryColumns) -> None:
+    data.regular = False
+    data.offsets = data.lengths = data.parents = data.kinds = data.roles = b""
+    data.kind_names = []
+    data.ids = []
+
+
+def _add_lines(data: EntryColumns, buffer: Any, start: int, end: int) -> None:
+    offsets = array("q", data.offsets)
+    lengths = array("q", data.lengths)
+    parents = array("i", data.parents)
+    kinds = bytearray(data.kinds)
+    roles = bytearray(data.roles)
+    kind_names = data.kind_names
+    kind_code = {name: code for code, name in enumerate(kind_names)}
+    ids = data.ids
+    by_id = dict(zip(ids, range(len(ids)), strict=True))
+    position = start
+    while position < end:
+        stop = min(end, position + _CHUNK)
+        if stop < end:
+            stop = buffer.rfind(b"\n", position, stop) + 1 or buffer.find(b"\n", stop) + 1
+        pieces = buffer[position:stop].split(b"\n")
+        pieces.pop()  # after the last "\n"
+        offset = position
+        for piece in pieces:
+            size = len(piece)
+            if not data.header_seen:
+                _take_header(data, piece)
+            else:
+                head = _head_of(piece)
+                if head is not None:
+                    kind = head.type
+                    entry_id = head.id
+                    if type(kind) is not str or type(entry_id) is not str or kind == "session" or entry_id in by_id:
+                        raise _Irregular
+                    parent = head.parentId
+                    if parent is None or parent == "":
+                        parent_pos = -1  # Pi follows only a truthy parentId
+                    elif type(parent) is str and parent in by_id:
+                        parent_pos = by_id[parent]
+                    else:
+                        raise _Irregular  # forward, dangling or non-string parent: the full reader decides
+                    code = kind_code.get(kind)
+                    if code is None:
+                        if len(kind_names) >= _MAX_KINDS:
+                            raise _Irregular
+                        code = kind_code[kind] = len(kind_names)
+                        kind_names.append(kind)
+                    message = head.message
+                    role = message.role if message is not None and kind == "message" else None
+                    by_id[entry_id] = len(ids)
+                    ids.append(entry_id)
+                    offsets.append(offset)
+                    lengths.append(size)
+                    parents.append(parent_pos)
+                    kinds.append(code)
+                    roles.append(ROLE_ASSISTANT if role == "assistant" else ROLE_SYSTEM if role == "system"
+                                 else ROLE_OTHER)
+            offset += size + 1
+        position = stop
+    data.offsets = offsets.tobytes()
+    data.lengths = lengths.tobytes()
+    data.parents = parents.tobytes()
+    data.kinds = bytes(kinds)
+    data.roles = bytes(roles)
+
+
+def _head_of(piece: bytes) -> _HeadWithRole | None:
+    """The head of an entry line; None for a line Pi skips (blank or falsy); _Irregular for a
+    line the columns cannot describe (unparsable, not an object, an odd `message`)."""
+    try:
+        return _decode_head(piece)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    if not piece.strip(b" \t\r\n\x0b\x0c"):
+        return None
+    try:
+        value = _json.loads(piece)
+    except _json.JsonLineError:
+        raise _Irregular from None  # Pi skips it with a warning: the full reader prints it
+    if value is None or value is False or value == "" or (type(value) in (int, float) and value == 0):
+        return None
+    raise _Irregular
+
+
+def _take_header(data: EntryColumns, piece: bytes) -> None:
+    if not piece.strip(b" \t\r\n\x0b\x0c"):
+        return
+    try:
+        value = _json.loads(piece)
+    except _json.JsonLineError:
+        raise _Irregular from None
+    if value is None or value is False or value == "" or (type(value) in (int, float) and value == 0):
+        return
+    version = value.get("version") if isinstance(value, dict) else None
+    if not (isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
+            and isinstance(version, int | float) and not isinstance(version, bool) and version >= 3):
+        raise _Irregular  # not a session, or a legacy one (migrated by the full reader)
+    data.header_seen = True
+
+
+class ColumnsOutdated(Exception):
+    """The file changed under the columns while they were used: read it again."""
+
+
+class ColumnView:
+    """Columns decoded for use: arrays indexed by entry position, and the open session file the
+    lines are read from by offset (`close()` when done)."""
+
+    def __init__(self, data: EntryColumns, fd: int) -> None:
+        self.offsets = array("q", data.offsets)
+        self.lengths = array("q", data.lengths)
+        self.parents = array("i", data.parents)
+        self.kinds = data.kinds
+        self.roles = data.roles
+        self.kind_names = data.kind_names
+        self.ids = data.ids
+        self._fd = fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> ColumnView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def kind_code(self, name: str) -> int:
+        try:
+            return self.kind_names.index(name)
+        except ValueError:
+            return -1
+
+    def lines(self, positions: list[int]) -> list[bytes]:
+        """The lines at `positions` (ascending file order expected): one read per run of nearby
+        lines, so a context of thousands of entries costs a few system calls."""
+        out: list[bytes] = []
+        offsets, lengths = self.offsets, self.lengths
+        i = 0
+        n = len(positions)
+        while i < n:
+            start = offsets[positions[i]]
+            j = i
+            end = start + lengths[positions[i]]
+            # extend the read while the gap to the next wanted line is small
+            while j + 1 < n:
+                nxt = offsets[positions[j + 1]]
+                nxt_end = nxt + lengths[positions[j + 1]]
+                if nxt < end or nxt - end > 65536 or nxt_end - start > 8 * 1024 * 1024:
+                    break
+                j += 1
+                end = nxt_end
+            block = os.pread(self._fd, end + 1 - start, start)  # + the last line's newline
+            view = memoryview(block)
+            for k in range(i, j + 1):
+                offset = offsets[positions[k]] - start
+                stop = offset + lengths[positions[k]]
+                if block[stop : stop + 1] != b"\n":  # a line must end where the columns say
+                    raise ColumnsOutdated("the session file changed while it was read")
+                out.append(bytes(view[offset:stop]))
+            i = j + 1
+        return out
+
+    def entry(self, position: int) -> Any:
+        return _json.loads(self.lines([position])[0])
+
+    def position_of(self, entry_id: Any) -> int | None:
+        if type(entry_id) is not str:
+            return None
+        try:
+            return self.ids.index(entry_id)  # ids are unique in regular columns
+        except ValueError:
+            return None
