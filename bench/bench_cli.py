@@ -86,7 +86,7 @@ def bench_context(files: list[Path], repeat: int) -> None:
         rss = [max(r[1] for r in runs) for runs in (cold, warm, pi)]
         print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {_median(c):.2f} / {min(c):.2f} "
               f"| {_median(w):.2f} / {min(w):.2f} | {_median(p):.2f} / {min(p):.2f} | {_median(c) / _median(p):.2f} "
-              f"| {_median(w) / _median(p):.2f} ({min(w) / min(p):.2f}) "
+              f"| {_median(w) / _median(p):.2f} ({min(w) / min(p):.2f}) | "
               + " | ".join(f"{r / mb:.0f} ({r / size:.1f})" for r in rss) + " |")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
