@@ -117,9 +117,9 @@ def _pieces(view: ColumnView, context: list[int], lines: dict[int, bytes], edits
     message_code = view.kind_code("message")
     edit_code = view.kind_code("context_edit")
     loads = _json.loads
-    dumps = _json.dumps
+    dumps_joined = _json.dumps_joined
     yield b'{"messages":['
-    batch: list[bytes] = []
+    batch: list[Any] = []
     written = False
     for p in context:
         line = lines.get(p)
@@ -129,18 +129,18 @@ def _pieces(view: ColumnView, context: list[int], lines: dict[int, bytes], edits
         edit = edits.get(ids[p]) if edits else None
         message = entry.get("message") if kinds[p] == message_code and edit is None else None
         if type(message) is dict and message.get("content") is not None:
-            batch.append(dumps(message))  # the common case: an unedited message is itself
+            batch.append(message)  # the common case: an unedited message is itself
         else:
-            batch.extend(dumps(m) for m in project_entry(entry, edit))
+            batch.extend(project_entry(entry, edit))
         del lines[p]
         if len(batch) >= _CHUNK_MESSAGES:
-            yield (b"," if written else b"") + b",".join(batch)
+            yield (b"," if written else b"") + dumps_joined(batch)
             written = True
             batch = []
     if batch:
-        yield (b"," if written else b"") + b",".join(batch)
+        yield (b"," if written else b"") + dumps_joined(batch)
     if settings.thinking_level is UNDEFINED:
-        rest = dumps({"model": settings.model})
+        rest = _json.dumps({"model": settings.model})
     else:
-        rest = dumps({"thinkingLevel": settings.thinking_level, "model": settings.model})
+        rest = _json.dumps({"thinkingLevel": settings.thinking_level, "model": settings.model})
     yield b"]," + rest[1:] + b"\n"
