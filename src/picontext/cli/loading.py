@@ -8,19 +8,16 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picontext.errors import PicontextError, SessionFormatError
 from picontext.session import paths
-from picontext.session.index import EntryIndex
-from picontext.session.listing import find_most_recent_session
-from picontext.session.live import LiveProjection
-from picontext.session.manager import SessionManager
-from picontext.session.migrations import migrate_to_current
-from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
-from picontext.session.protocol import LoadResult
+from picontext.session.projection import LAST, LeafArg, SessionProjection
 from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_header
-from picontext.session.tree import path_to
+
+if TYPE_CHECKING:  # imported where used: `context --json` needs none of them
+    from picontext.session.manager import SessionManager
+    from picontext.session.protocol import LoadResult
 
 
 class SessionOpenError(PicontextError):
@@ -90,6 +87,8 @@ class LoadedSession:
     def manager(self) -> SessionManager:
         """An in-memory manager over the same entries (tree, labels, name); never writes.
         Built only by the commands that need it."""
+        from picontext.session.manager import SessionManager
+
         return SessionManager.in_memory(entries=self.file_entries, warn=lambda m: None)
 
     def resolve_leaf(self, leaf: str | None) -> LeafArg:
@@ -111,6 +110,11 @@ def add_file_argument(parser: Any) -> None:
 def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    from picontext.session.index import EntryIndex
+    from picontext.session.live import LiveProjection
+    from picontext.session.migrations import migrate_to_current
+    from picontext.session.tree import path_to
+
     path, result = _open(path, lazy=True)
     migrate_to_current(result.entries)  # legacy files come back fully parsed
     index = EntryIndex()
@@ -160,6 +164,9 @@ def load_session(path: str | None) -> LoadedSession:
     """Read a session without modifying it; one-line errors for the CLI. `path` is a file, a
     session id or unique id prefix, or None for the latest session of the current directory;
     with a session database (`--store URL`), a session id or a unique prefix of one."""
+    from picontext.session.migrations import migrate_to_current
+    from picontext.session.projection import build_index
+
     path, result = _open(path, lazy=False)
     file_entries = result.entries
     migrate_to_current(file_entries)
@@ -233,6 +240,8 @@ def _ids_matching(files: list[str], prefix: str) -> dict[str, str]:
 
 def latest_session(cwd: str) -> str:
     """The most recently active session of `cwd` (what inspection commands use without a FILE)."""
+    from picontext.session.listing import find_most_recent_session
+
     path = find_most_recent_session(paths.default_session_dir(cwd), cwd)
     if path is None:
         raise SessionOpenError(f"no sessions for {cwd}: give a session file or id (`picontext sessions --all`)")
