@@ -52,9 +52,9 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         counts["new"] += 1
         return real_new(st)
 
-    def extend(*args: Any) -> None:
+    def extend(*args: Any) -> bytes:
         counts["extend"] += 1
-        real_extend(*args)
+        return real_extend(*args)
 
     monkeypatch.setattr(jsonl_columns, "new_columns", new)
     monkeypatch.setattr(jsonl_columns, "extend", extend)

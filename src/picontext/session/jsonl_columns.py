@@ -114,12 +114,19 @@ def new_columns(st: os.stat_result) -> EntryColumns:
     return EntryColumns(COLUMNS_VERSION, st.st_dev, st.st_ino, 0, st.st_mtime_ns, empty)
 
 
-def covers_prefix(data: EntryColumns, st: os.stat_result, buffer: Any) -> Any:
-    """A hasher fed with the covered bytes when `buffer` (the file now) still starts with them."""
-    if (data.dev, data.ino) != (st.st_dev, st.st_ino) or len(buffer) < data.size:
+def covers_prefix(data: EntryColumns, st: os.stat_result, f: Any) -> Any:
+    """A hasher fed with the covered bytes when the file `f` (positioned at 0) still starts with
+    them, leaving `f` just after them; None when the columns do not describe this file any more."""
+    if (data.dev, data.ino) != (st.st_dev, st.st_ino) or st.st_size < data.size:
         return None
     hasher = hashlib.blake2b(digest_size=16)
-    hasher.update(memoryview(buffer)[: data.size])
+    left = data.size
+    while left > 0:
+        chunk = f.read(min(left, _CHUNK))
+        if not chunk:
+            return None
+        hasher.update(chunk)
+        left -= len(chunk)
     return hasher if hasher.digest() == data.prefix_hash else None
 
 
@@ -130,24 +137,32 @@ class _Irregular(Exception):
 _CHUNK = 8 * 1024 * 1024
 
 
-def extend(data: EntryColumns, buffer: Any, st: os.stat_result, hasher: Any = None) -> None:
-    """Add the complete lines of `buffer` (the whole file now) after `data.size`; `hasher` has
-    been fed the bytes before it. Marks `data` irregular at the first line it cannot describe."""
-    if hasher is None:
-        hasher = hashlib.blake2b(digest_size=16)
-        hasher.update(memoryview(buffer)[: data.size])
+def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes:
+    """Add the complete lines the file `f` holds after `data.size` (where `f` is positioned;
+    `hasher` has been fed the bytes before it), a chunk at a time, so the file is never held
+    whole. Returns what follows the last newline (an unterminated last line, or b"").
+    Marks `data` irregular at the first line it cannot describe."""
     data.mtime_ns = st.st_mtime_ns
-    end = buffer.rfind(b"\n") + 1
-    if end <= data.size:
-        return
-    if data.regular:
-        try:
-            _add_lines(data, buffer, data.size, end)
-        except _Irregular:
-            _mark_irregular(data)
-    hasher.update(memoryview(buffer)[data.size : end])
-    data.size = end
+    builder = _Builder(data) if data.regular else None
+    pending = b""
+    while chunk := f.read(_CHUNK):
+        block = pending + chunk if pending else chunk
+        cut = block.rfind(b"\n") + 1
+        pending = block[cut:]
+        if not cut:
+            continue
+        if builder is not None:
+            try:
+                builder.add(block, cut)
+            except _Irregular:
+                builder = None
+                _mark_irregular(data)
+        hasher.update(memoryview(block)[:cut])
+        data.size += cut
+    if builder is not None:
+        builder.finish()
     data.prefix_hash = hasher.digest()
+    return pending
 
 
 def _mark_irregular(data: EntryColumns) -> None:
@@ -157,65 +172,75 @@ def _mark_irregular(data: EntryColumns) -> None:
     data.ids = []
 
 
-def _add_lines(data: EntryColumns, buffer: Any, start: int, end: int) -> None:
-    offsets = array("q", data.offsets)
-    lengths = array("q", data.lengths)
-    parents = array("i", data.parents)
-    kinds = bytearray(data.kinds)
-    roles = bytearray(data.roles)
-    kind_names = data.kind_names
-    kind_code = {name: code for code, name in enumerate(kind_names)}
-    ids = data.ids
-    by_id = dict(zip(ids, range(len(ids)), strict=True))
-    position = start
-    while position < end:
-        stop = min(end, position + _CHUNK)
-        if stop < end:
-            stop = buffer.rfind(b"\n", position, stop) + 1 or buffer.find(b"\n", stop) + 1
-        pieces = buffer[position:stop].split(b"\n")
+class _Builder:
+    """The columns being extended: packed arrays and an id -> position map for parents."""
+
+    def __init__(self, data: EntryColumns) -> None:
+        self.data = data
+        self.offsets = array("q", data.offsets)
+        self.lengths = array("q", data.lengths)
+        self.parents = array("i", data.parents)
+        self.kinds = bytearray(data.kinds)
+        self.roles = bytearray(data.roles)
+        self.kind_code = {name: code for code, name in enumerate(data.kind_names)}
+        self.by_id = dict(zip(data.ids, range(len(data.ids)), strict=True))
+
+    def add(self, block: bytes, cut: int) -> None:
+        """The lines of block[:cut] (complete, ending in "\n"), which starts at `data.size`."""
+        data = self.data
+        pieces = block[:cut].split(b"\n")
         pieces.pop()  # after the last "\n"
-        offset = position
-        for piece in pieces:
+        offset = data.size
+        start = 0
+        if not data.header_seen:
+            for piece in pieces:
+                start += 1
+                offset += len(piece) + 1
+                if _take_header(data, piece):
+                    break
+        heads = [_head_of(piece) for piece in pieces[start:]]
+        offsets, lengths, parents = self.offsets, self.lengths, self.parents
+        kinds, roles, by_id, kind_code = self.kinds, self.roles, self.by_id, self.kind_code
+        kind_names, ids = data.kind_names, data.ids
+        for piece, head in zip(pieces[start:], heads, strict=True):
             size = len(piece)
-            if not data.header_seen:
-                _take_header(data, piece)
-            else:
-                head = _head_of(piece)
-                if head is not None:
-                    kind = head.type
-                    entry_id = head.id
-                    if type(kind) is not str or type(entry_id) is not str or kind == "session" or entry_id in by_id:
+            if head is not None:
+                kind = head.type
+                entry_id = head.id
+                if type(kind) is not str or type(entry_id) is not str or kind == "session" or entry_id in by_id:
+                    raise _Irregular
+                parent = head.parentId
+                if parent is None or parent == "":
+                    parent_pos = -1  # Pi follows only a truthy parentId
+                elif type(parent) is str and parent in by_id:
+                    parent_pos = by_id[parent]
+                else:
+                    raise _Irregular  # forward, dangling or non-string parent: the full reader decides
+                code = kind_code.get(kind)
+                if code is None:
+                    if len(kind_names) >= _MAX_KINDS:
                         raise _Irregular
-                    parent = head.parentId
-                    if parent is None or parent == "":
-                        parent_pos = -1  # Pi follows only a truthy parentId
-                    elif type(parent) is str and parent in by_id:
-                        parent_pos = by_id[parent]
-                    else:
-                        raise _Irregular  # forward, dangling or non-string parent: the full reader decides
-                    code = kind_code.get(kind)
-                    if code is None:
-                        if len(kind_names) >= _MAX_KINDS:
-                            raise _Irregular
-                        code = kind_code[kind] = len(kind_names)
-                        kind_names.append(kind)
-                    message = head.message
-                    role = message.role if message is not None and kind == "message" else None
-                    by_id[entry_id] = len(ids)
-                    ids.append(entry_id)
-                    offsets.append(offset)
-                    lengths.append(size)
-                    parents.append(parent_pos)
-                    kinds.append(code)
-                    roles.append(ROLE_ASSISTANT if role == "assistant" else ROLE_SYSTEM if role == "system"
-                                 else ROLE_OTHER)
+                    code = kind_code[kind] = len(kind_names)
+                    kind_names.append(kind)
+                message = head.message
+                role = message.role if message is not None and kind == "message" else None
+                by_id[entry_id] = len(ids)
+                ids.append(entry_id)
+                offsets.append(offset)
+                lengths.append(size)
+                parents.append(parent_pos)
+                kinds.append(code)
+                roles.append(ROLE_ASSISTANT if role == "assistant" else ROLE_SYSTEM if role == "system"
+                             else ROLE_OTHER)
             offset += size + 1
-        position = stop
-    data.offsets = offsets.tobytes()
-    data.lengths = lengths.tobytes()
-    data.parents = parents.tobytes()
-    data.kinds = bytes(kinds)
-    data.roles = bytes(roles)
+
+    def finish(self) -> None:
+        data = self.data
+        data.offsets = self.offsets.tobytes()
+        data.lengths = self.lengths.tobytes()
+        data.parents = self.parents.tobytes()
+        data.kinds = bytes(self.kinds)
+        data.roles = bytes(self.roles)
 
 
 def _head_of(piece: bytes) -> _HeadWithRole | None:
@@ -236,20 +261,22 @@ def _head_of(piece: bytes) -> _HeadWithRole | None:
     raise _Irregular
 
 
-def _take_header(data: EntryColumns, piece: bytes) -> None:
+def _take_header(data: EntryColumns, piece: bytes) -> bool:
+    """Whether `piece` is the first value of the file (then it must be a current-version header)."""
     if not piece.strip(b" \t\r\n\x0b\x0c"):
-        return
+        return False
     try:
         value = _json.loads(piece)
     except _json.JsonLineError:
         raise _Irregular from None
     if value is None or value is False or value == "" or (type(value) in (int, float) and value == 0):
-        return
+        return False
     version = value.get("version") if isinstance(value, dict) else None
     if not (isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
             and isinstance(version, int | float) and not isinstance(version, bool) and version >= 3):
         raise _Irregular  # not a session, or a legacy one (migrated by the full reader)
     data.header_seen = True
+    return True
 
 
 class ColumnsOutdated(Exception):

@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import errno
 import fcntl
+import hashlib
 import os
 import stat as stat_mod
 import time
@@ -339,24 +340,21 @@ def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
         use_cache = jsonl_index.enabled()
         real = os.path.realpath(path)
         data = jsonl_columns.read_columns(real) if use_cache else None
-        buffer = b""
+        tail = b""
         if data is None or (data.dev, data.ino, data.size, data.mtime_ns) != (
             st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
         ):
             with open(fd, "rb", closefd=False) as f:
-                buffer = f.read()
-            hasher = None if data is None else jsonl_columns.covers_prefix(data, st, buffer)
-            if data is None or hasher is None:
-                data = jsonl_columns.new_columns(st)
-            before = (data.size, data.mtime_ns)
-            with gc_paused():
-                jsonl_columns.extend(data, buffer, st, hasher)
+                hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
+                if data is None or hasher is None:
+                    data = jsonl_columns.new_columns(st)
+                    hasher = hashlib.blake2b(digest_size=16)
+                    f.seek(0)
+                before = (data.size, data.mtime_ns)
+                with gc_paused():
+                    tail = jsonl_columns.extend(data, f, st, hasher)
             if use_cache and ((data.size, data.mtime_ns) != before or data.size == 0):
                 jsonl_columns.write_columns(real, data)
-            tail = buffer[data.size :]
-            del buffer
-        else:
-            tail = b""
         if not (data.regular and data.header_seen) or tail.strip():
             os.close(fd)  # an unterminated last line, or a file only the full reader understands
             return None
