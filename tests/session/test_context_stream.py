@@ -287,3 +287,37 @@ def test_unknown_leaf_is_the_same_one_line_error(tmp_path: Path) -> None:
     assert path is not None
     with pytest.raises(loading.SessionOpenError, match="entry 'nope' not found"):
         loading.context_json_pieces(path, "nope")
+
+
+@pytest.mark.parametrize("chunk", [97, 4096])
+def test_small_read_chunks_give_the_same_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """Lines straddling chunk boundaries (and a header longer than a chunk) are read whole."""
+    monkeypatch.setattr(jsonl_columns, "_CHUNK", chunk)
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 1500, seed=13)
+    with open(path, "ab") as f:
+        f.write(b"\n\nnull\n")  # skipped lines between entries
+    sm = SessionManager.open(path)
+    sm.append_message({"role": "user", "content": "after the gap", "timestamp": 1})
+    index = EntryIndex()
+    index.load(read_session_file(path).entries)
+    view = indexed_columns(path)
+    assert view is not None
+    with view:
+        assert view.ids == index.ids_of(range(len(index)))
+        assert [p if p >= 0 else None for p in view.parents] == index.parent_positions()
+    assert from_columns(path) == full_reader(path)
+
+
+def test_an_append_the_columns_cannot_describe_marks_them_irregular(tmp_path: Path) -> None:
+    sm = _manager_session(tmp_path)
+    path = sm.get_session_file()
+    assert path is not None
+    assert from_columns(path) == full_reader(path)
+    first = read_session_file(path).entries[1]
+    with open(path, "ab") as f:  # a hand-merged line: an id the file already has
+        f.write(_json.dumps_line({**first, "parentId": None}))
+    assert loading.context_json_pieces(path, None) is None
+    data = jsonl_columns.read_columns(os.path.realpath(path))
+    assert data is not None and not data.regular and data.ids == []  # remembered: no rescans
+    assert loading.context_json_pieces(path, None) is None

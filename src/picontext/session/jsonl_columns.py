@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import os
 from array import array
+from itertools import accumulate
 from typing import Any
 
 import msgspec
@@ -39,6 +40,7 @@ from picontext.session import jsonl_index
 COLUMNS_VERSION = 1
 ROLE_OTHER, ROLE_ASSISTANT, ROLE_SYSTEM = 0, 1, 2
 _MAX_KINDS = 255
+_ROLE_CODES = {"assistant": ROLE_ASSISTANT, "system": ROLE_SYSTEM}
 
 
 class _Role(msgspec.Struct, gc=False):
@@ -198,41 +200,54 @@ class _Builder:
                 offset += len(piece) + 1
                 if _take_header(data, piece):
                     break
-        heads = [_head_of(piece) for piece in pieces[start:]]
-        offsets, lengths, parents = self.offsets, self.lengths, self.parents
-        kinds, roles, by_id, kind_code = self.kinds, self.roles, self.by_id, self.kind_code
-        kind_names, ids = data.kind_names, data.ids
-        for piece, head in zip(pieces[start:], heads, strict=True):
-            size = len(piece)
-            if head is not None:
-                kind = head.type
-                entry_id = head.id
-                if type(kind) is not str or type(entry_id) is not str or kind == "session" or entry_id in by_id:
-                    raise _Irregular
-                parent = head.parentId
-                if parent is None or parent == "":
-                    parent_pos = -1  # Pi follows only a truthy parentId
-                elif type(parent) is str and parent in by_id:
-                    parent_pos = by_id[parent]
-                else:
-                    raise _Irregular  # forward, dangling or non-string parent: the full reader decides
-                code = kind_code.get(kind)
-                if code is None:
-                    if len(kind_names) >= _MAX_KINDS:
-                        raise _Irregular
-                    code = kind_code[kind] = len(kind_names)
-                    kind_names.append(kind)
-                message = head.message
-                role = message.role if message is not None and kind == "message" else None
-                by_id[entry_id] = len(ids)
-                ids.append(entry_id)
-                offsets.append(offset)
-                lengths.append(size)
-                parents.append(parent_pos)
-                kinds.append(code)
-                roles.append(ROLE_ASSISTANT if role == "assistant" else ROLE_SYSTEM if role == "system"
-                             else ROLE_OTHER)
-            offset += size + 1
+        pieces = pieces[start:]
+        # Comprehensions over the whole chunk rather than statements per line: several times faster.
+        line_starts = list(accumulate([len(piece) + 1 for piece in pieces], initial=offset))
+        heads = [_head_of(piece) for piece in pieces]
+        if None in heads:  # blank or falsy lines: Pi skips them
+            kept = [i for i, head in enumerate(heads) if head is not None]
+            heads = [heads[i] for i in kept]
+            starts = [line_starts[i] for i in kept]
+            sizes = [len(pieces[i]) for i in kept]
+        else:
+            starts = line_starts[:-1]
+            sizes = [len(piece) for piece in pieces]
+        if not heads:
+            return
+        kinds_here = [head.type for head in heads]
+        ids_here = [head.id for head in heads]
+        by_id, ids = self.by_id, data.ids
+        base = len(ids)
+        if {type(k) for k in kinds_here} != {str} or {type(i) for i in ids_here} != {str} or "session" in kinds_here:
+            raise _Irregular
+        before = len(by_id)
+        by_id.update(zip(ids_here, range(base, base + len(ids_here)), strict=True))
+        if len(by_id) != before + len(ids_here):
+            raise _Irregular  # an id seen twice
+        ids.extend(ids_here)
+        try:
+            # Pi follows only a truthy parentId; -2 marks one that names no entry
+            parent_pos = [by_id.get(head.parentId, -2) if head.parentId else -1 for head in heads]
+        except TypeError:
+            raise _Irregular from None  # an unhashable parentId
+        # every parent must be an earlier entry (ids are strings, so a non-string parent names none):
+        # dangling, forward and odd parents go to the full reader
+        if -2 in parent_pos or any(p >= i for p, i in zip(parent_pos, range(base, base + len(heads)), strict=True)):
+            raise _Irregular
+        kind_code, kind_names = self.kind_code, data.kind_names
+        for kind in set(kinds_here) - kind_code.keys():
+            if len(kind_names) >= _MAX_KINDS:
+                raise _Irregular
+            kind_code[kind] = len(kind_names)
+            kind_names.append(kind)
+        self.kinds.extend([kind_code[k] for k in kinds_here])
+        role_code = _ROLE_CODES
+        self.roles.extend([role_code.get(head.message.role, ROLE_OTHER)
+                           if head.message is not None and head.type == "message" and type(head.message.role) is str
+                           else ROLE_OTHER for head in heads])
+        self.offsets.extend(starts)
+        self.lengths.extend(sizes)
+        self.parents.extend(parent_pos)
 
     def finish(self) -> None:
         data = self.data
