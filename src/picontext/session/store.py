@@ -244,8 +244,9 @@ def _generation(st: os.stat_result) -> tuple[int, int]:
 def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
     """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes).
 
-    (Loading through the index cache was measured slower than decoding the heads of the lines
-    directly, see docs/performance.md, so loading always reads the file itself.)
+    (Building the manager's entry objects from cached per-entry columns was measured slower than
+    decoding the heads of the lines directly, see docs/performance.md, so loading a session reads
+    the file itself; `indexed_columns` serves `context --json`, which builds no entry objects.)
     """
     try:
         fd = _open_regular(path)
