@@ -321,3 +321,20 @@ def test_an_append_the_columns_cannot_describe_marks_them_irregular(tmp_path: Pa
     data = jsonl_columns.read_columns(os.path.realpath(path))
     assert data is not None and not data.regular and data.ids == []  # remembered: no rescans
     assert loading.context_json_pieces(path, None) is None
+
+
+def test_a_file_changed_after_validation_is_read_whole_before_anything_is_printed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 1200, seed=14)
+    real = loading.indexed_columns
+
+    def validated_then_changed(p: str) -> Any:
+        view = real(p)
+        data = Path(p).read_bytes()
+        with open(p, "r+b") as f:  # same size, every line shifted by one byte
+            f.write(b" " + data[:-1])
+        return view
+
+    monkeypatch.setattr(loading, "indexed_columns", validated_then_changed)
+    assert loading.context_json_pieces(path, None) is None
