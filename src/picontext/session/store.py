@@ -25,7 +25,6 @@ import contextlib
 import contextvars
 import errno
 import fcntl
-import hashlib
 import os
 import stat as stat_mod
 import time
@@ -349,7 +348,7 @@ def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
                 hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
                 if data is None or hasher is None:
                     data = jsonl_columns.new_columns(st)
-                    hasher = hashlib.blake2b(digest_size=16)
+                    hasher = jsonl_columns.new_hasher()
                     f.seek(0)
                 before = (data.size, data.mtime_ns)
                 with gc_paused():
