@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from picontext import _json
@@ -338,3 +339,28 @@ def test_a_file_changed_after_validation_is_read_whole_before_anything_is_printe
 
     monkeypatch.setattr(loading, "indexed_columns", validated_then_changed)
     assert loading.context_json_pieces(path, None) is None
+
+
+def test_a_damaged_cache_is_never_trusted(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 1500, seed=15)
+    expected = full_reader(path)
+    assert from_columns(path) == expected
+    real = os.path.realpath(path)
+    data = jsonl_columns.read_columns(real)
+    assert data is not None
+    # a parent cycle (which the file cannot have): the walk would never end
+    parents = bytearray(data.parents)
+    parents[-4:] = (len(data.ids) - 1).to_bytes(4, sys.byteorder, signed=True)
+    jsonl_columns.write_columns(real, msgspec.structs.replace(data, parents=bytes(parents)))
+    assert loading.context_json_pieces(path, None) is None  # the full reader prints it instead
+    assert not os.path.exists(cols_file(path))  # and the next call rebuilds the cache
+    assert from_columns(path) == expected
+    # columns of different lengths, and bytes that are not msgpack: rebuilt, same output
+    data = jsonl_columns.read_columns(real)
+    assert data is not None
+    jsonl_columns.write_columns(real, msgspec.structs.replace(data, roles=data.roles[:-1]))
+    assert jsonl_columns.read_columns(real) is None
+    assert from_columns(path) == expected
+    Path(cols_file(path)).write_bytes(b"\x93garbage")
+    assert from_columns(path) == expected

@@ -133,7 +133,7 @@ def context_json_pieces(ref: str | None, leaf: str | None) -> Iterator[bytes] | 
     caller then projects it with `project_file`."""
     from picontext.cli.store_cmds import store_url
     from picontext.session.context_stream import context_json
-    from picontext.session.jsonl_columns import ColumnsOutdated
+    from picontext.session.jsonl_columns import ColumnsOutdated, drop_columns
 
     if store_url() is not None:
         return None
@@ -151,6 +151,7 @@ def context_json_pieces(ref: str | None, leaf: str | None) -> Iterator[bytes] | 
         try:
             return context_json(view, LAST if leaf is None else leaf)
         except (ColumnsOutdated, OSError):
+            drop_columns(os.path.realpath(path))
             return None
 
 

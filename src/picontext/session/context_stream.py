@@ -19,7 +19,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 from picontext import _json
-from picontext.session.jsonl_columns import ROLE_ASSISTANT, ROLE_SYSTEM, ColumnView
+from picontext.session.jsonl_columns import ROLE_ASSISTANT, ROLE_SYSTEM, ColumnsOutdated, ColumnView
 from picontext.session.projection import UNDEFINED, ContextSettings, LeafArg, hashable, project_entry
 
 _CHUNK_MESSAGES = 256
@@ -41,9 +41,12 @@ def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
     path = []
     append = path.append
     current = start
-    while current >= 0:  # parents are always earlier entries in regular columns: no cycles
+    while current >= 0:
         append(current)
-        current = parents[current]
+        parent = parents[current]
+        if parent >= current:  # regular columns point only backwards; a damaged cache could loop
+            raise ColumnsOutdated("the cached parent column is damaged")
+        current = parent
     path.reverse()
     return path
 

@@ -12,11 +12,11 @@ per-entry Python objects except the id strings.
 
 Only *regular* files get columns: a current-version header first, then entries that are JSON
 objects with a string `type` (not a second header) and a string `id` seen once, whose
-`parentId` is null, absent, or the id of an earlier entry. Blank lines and falsy values are
+`parentId` is absent, falsy, or the id of an earlier entry. Blank lines and falsy values are
 skipped as Pi skips them. Anything else (legacy versions, unparsable lines, duplicate ids,
 forward parent references, ...) marks the columns irregular and the caller reads the file with
 the full reader, which knows every rule; a regular file's columns describe exactly what the full
-reader would build (`tests/session/test_jsonl_columns.py`).
+reader would build (`tests/session/test_context_stream.py`).
 
 Validity is the listing index's rule (device, inode, size, mtime, a hash of the covered bytes):
 unchanged -> used as is; grown with the covered bytes unchanged -> extended; anything else ->
@@ -89,7 +89,20 @@ def read_columns(real_path: str) -> EntryColumns | None:
             data = _decoder.decode(f.read())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return data if data.version == COLUMNS_VERSION else None
+    return data if data.version == COLUMNS_VERSION and _consistent(data) else None
+
+
+def _consistent(data: EntryColumns) -> bool:
+    """Every column has one item per id (a damaged cache is rebuilt, never trusted)."""
+    n = len(data.ids)
+    return (len(data.offsets) == len(data.lengths) == 8 * n and len(data.parents) == 4 * n
+            and len(data.kinds) == len(data.roles) == n and (n == 0 or max(data.kinds) < len(data.kind_names)))
+
+
+def drop_columns(real_path: str) -> None:
+    """Forget the cached columns (they proved wrong): the next call rebuilds them."""
+    with contextlib.suppress(OSError):
+        os.unlink(columns_path(real_path))
 
 
 def write_columns(real_path: str, data: EntryColumns) -> None:
