@@ -30,7 +30,7 @@ import hashlib
 import os
 from array import array
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -224,12 +224,13 @@ class _Builder:
         starts = list(accumulate(sizes, initial=offset))
         starts = [start + i for i, start in enumerate(starts)]  # + one newline per line before
         starts.pop()
-        heads = [_head_of(piece) for piece in pieces]
-        if None in heads:  # blank or falsy lines: Pi skips them
-            kept = [i for i, head in enumerate(heads) if head is not None]
-            heads = [heads[i] for i in kept]
+        found = [_head_of(piece) for piece in pieces]
+        if None in found:  # blank or falsy lines: Pi skips them
+            kept = [i for i, head in enumerate(found) if head is not None]
+            found = [found[i] for i in kept]
             starts = [starts[i] for i in kept]
             sizes = [sizes[i] for i in kept]
+        heads = cast("list[_HeadWithRole]", found)  # the None heads were dropped just above
         if not heads:
             return
         kinds_here = [head.type for head in heads]
