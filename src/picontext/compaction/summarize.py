@@ -4,7 +4,8 @@ Mirrors Pi `compact()` / `generateSummary()` / `generateTurnPrefixSummary()` (co
 spec 02 §7.3-§7.7) with these deliberate differences (docs/divergences.md):
 
 * split-turn history and turn-prefix summaries are requested concurrently (Pi: one after the
-  other) and merged in the same order;
+  other) and merged in the same order, except on a server that takes one request at a time
+  (`Completion.one_at_a_time`, a server on this machine), where they run one after the other;
 * `aborted` and empty replies are typed failures (Pi returns their text);
 * `firstKeptEntryId` is checked before any request (Pi: after spending tokens);
 * a span too large for the summarizing model's window is summarized in chunks, oldest first,
@@ -278,18 +279,24 @@ async def summarize_preparation(
 
     if _get(prep, "is_split_turn") and prefix:
         prefix_budget = turn_prefix_max_tokens(reserve_tokens, model_max)
-        try:
-            async with asyncio.TaskGroup() as group:  # Pi: sequential; the two requests are independent
-                history_task = (
-                    group.create_task(_history(calls, to_summarize, previous, instructions, history_budget))
-                    if to_summarize else None
-                )
-                prefix_task = group.create_task(_turn_prefix(calls, prefix, prefix_budget))
-        except ExceptionGroup as group_error:
-            raise group_error.exceptions[0] from None
         fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
-        history = history_task.result() if history_task else fallback
-        text = history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
+        if getattr(completion, "one_at_a_time", False):  # Pi's order: history, then the prefix
+            history = (await _history(calls, to_summarize, previous, instructions, history_budget)
+                       if to_summarize else fallback)
+            prefix_text = await _turn_prefix(calls, prefix, prefix_budget)
+        else:
+            try:
+                async with asyncio.TaskGroup() as group:  # Pi: sequential; the two requests are independent
+                    history_task = (
+                        group.create_task(_history(calls, to_summarize, previous, instructions, history_budget))
+                        if to_summarize else None
+                    )
+                    prefix_task = group.create_task(_turn_prefix(calls, prefix, prefix_budget))
+            except ExceptionGroup as group_error:
+                raise group_error.exceptions[0] from None
+            history = history_task.result() if history_task else fallback
+            prefix_text = prefix_task.result()
+        text = history + prompts.SPLIT_TURN_SEPARATOR + prefix_text
     else:
         text = await _history(calls, to_summarize, previous, instructions, history_budget)
 

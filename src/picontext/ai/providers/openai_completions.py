@@ -19,7 +19,7 @@ from typing import Any
 from picontext.ai._http import ProviderRequest, SseEvent, join_url
 from picontext.ai.event_stream import AssistantMessageStream
 from picontext.ai.events import AssistantMessageEvent
-from picontext.ai.models import Model, calculate_cost
+from picontext.ai.models import Model, calculate_cost, is_local_base_url
 from picontext.ai.providers._base import (
     Context,
     StreamOptions,
@@ -77,7 +77,7 @@ def _compat(model: Model) -> dict[str, Any]:
     )
     # Ours: a server on this machine (llama.cpp, Ollama, LM Studio, vLLM) reads `max_tokens`;
     # llama-cpp-python ignores `max_completion_tokens` and generates until its window is full.
-    local = any(h in base for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
+    local = is_local_base_url(base)
     use_max_tokens = (
         "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai or local
     )
