@@ -306,7 +306,8 @@ async def summarize_preparation(
     facts.modified_files = list(modified_files)
     missing = VerifiedFacts()
     if verify:
-        text, missing = verify_summary(text, facts)
+        # The quoted request may be as long as the summary the model was allowed to write.
+        text, missing = verify_summary(text, facts, max_request_chars=CHARS_PER_TOKEN * history_budget)
     details: dict[str, Any] = {"readFiles": read_files, "modifiedFiles": modified_files}
     if verify:
         details["verifiedFacts"] = facts.to_json()
