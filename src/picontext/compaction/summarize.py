@@ -306,8 +306,9 @@ async def summarize_preparation(
     facts.modified_files = list(modified_files)
     missing = VerifiedFacts()
     if verify:
-        # The quoted request may be as long as the summary the model was allowed to write.
-        text, missing = verify_summary(text, facts, max_request_chars=CHARS_PER_TOKEN * history_budget)
+        # One character per token of the summary's budget: even text where every character is a
+        # token (digits, a hex dump) then adds no more than the summary the model could write.
+        text, missing = verify_summary(text, facts, max_request_chars=history_budget)
     details: dict[str, Any] = {"readFiles": read_files, "modifiedFiles": modified_files}
     if verify:
         details["verifiedFacts"] = facts.to_json()
