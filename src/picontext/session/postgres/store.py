@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import msgspec
 import psycopg
 
 from picontext import _json
@@ -38,8 +39,11 @@ from picontext.session.postgres.database import Database, StoreUnavailableError,
 from picontext.session.postgres.facts import FactsDelta
 from picontext.session.protocol import ListingFacts, LoadResult, Tail
 from picontext.session.store import (
+    LAZY_TYPES,
     RawLine,
+    _head,
     _is_js_falsy,
+    _MessageHead,
     _parse_full,
     _parse_rest_lazily,
     is_header,
@@ -47,6 +51,9 @@ from picontext.session.store import (
 )
 
 LOCK_POLL = 0.005
+_encode_json = msgspec.json.Encoder().encode
+APPEND_ONE = ("SELECT * FROM picontext_append_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+APPEND = "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 # The writer sections this thread or task holds: (url, session) -> the section's connection.
 _HELD: contextvars.ContextVar[dict[tuple[str, str], Any] | None] = contextvars.ContextVar("picontext_pg_held",
                                                                                           default=None)
@@ -106,6 +113,26 @@ def encode_line(entry: Any) -> bytes:
     return _json.dumps_line(entry)[:-1]
 
 
+def head_of(line: bytes) -> bytes | None:
+    """What a lazy load needs of a line without the line itself (type, id, parentId, message
+    role, as the JSONL store's lazy load decodes them), as JSON; None for a line that is always
+    read whole (not a bulky entry type, or not decodable)."""
+    head = _head(line)
+    if head is None or type(head.type) is not str or head.type not in LAZY_TYPES:
+        return None
+    fields: dict[str, Any] = {"type": head.type}
+    if head.id is not msgspec.UNSET:
+        fields["id"] = head.id
+    if head.parentId is not msgspec.UNSET:
+        fields["parentId"] = head.parentId
+    message = head.message
+    if message is None:
+        fields["message"] = None
+    elif type(message) is _MessageHead:
+        fields["message"] = {} if message.role is msgspec.UNSET else {"role": message.role}
+    return _encode_json(fields)
+
+
 def _columns(entry: Any) -> tuple[str | None, str | None, str | None]:
     if type(entry) is RawLine:
         return clean_text(entry.id), clean_text(entry.parent_id), clean_text(entry.type)
@@ -122,6 +149,7 @@ class Batch:
         self.ids: list[str | None] = []
         self.parents: list[str | None] = []
         self.types: list[str | None] = []
+        self.heads: list[bytes | None] = []
         self.facts = FactsDelta()
         self.header: dict[str, Any] | None = None
 
@@ -134,12 +162,25 @@ class Batch:
         self.ids.append(entry_id)
         self.parents.append(parent)
         self.types.append(kind)
+        self.heads.append(head_of(line) if parsed else None)
         if not parsed or _is_js_falsy(value):
             return
         if self.header is None and is_header(value):
             self.header = value
             return
         self.facts.add(value)
+
+    def call(self, session_id: str, generation: int, expect: int | None) -> tuple[str, tuple[Any, ...]]:
+        """The statement that appends this batch after tail (generation, expect) (any tail when
+        `expect` is None): one line goes as plain parameters, several as arrays."""
+        f = self.facts
+        facts = (f.entry_count, f.message_count, f.size, f.name_set, fact_bytes(f.name),
+                 fact_bytes(f.first_message), f.last_activity_ms)
+        if len(self.lines) == 1:
+            return APPEND_ONE, (session_id, generation, expect, self.ids[0], self.parents[0], self.types[0],
+                                self.heads[0], self.lines[0], *facts)
+        return APPEND, (session_id, generation, expect, self.ids, self.parents, self.types, self.heads, self.lines,
+                        *facts)
 
     @classmethod
     def of_entries(cls, entries: list[Any]) -> Batch:
@@ -298,17 +339,13 @@ class PgSessionStore:
                 raise SessionWriteError(f"Session disappeared: {self.location}", missing=True)
             return current
         batch = Batch.of_entries(entries)
-        f = batch.facts
-        params = (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
-                  batch.ids, batch.parents, batch.types, batch.lines, f.entry_count, f.message_count, f.size,
-                  f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms)
+        sql, params = batch.call(self.session_id, expect.generation if expect else 0,
+                                 expect.offset if expect else None)
         retried = False
         while True:
             try:
                 with self._conn(writing=True) as conn:
-                    status, generation, next_seq = conn.execute(
-                        "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        params).fetchone()
+                    status, generation, next_seq = conn.execute(sql, params).fetchone()
                 break
             except SessionWriteError:
                 # The connection failed: maybe before the statement ran, maybe after it committed.
@@ -361,12 +398,7 @@ class PgSessionStore:
         return tail
 
     def _insert(self, conn: Any, batch: Batch, generation: int, expect: int) -> Tail:
-        f = batch.facts
-        status, generation, next_seq = conn.execute(
-            "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (self.session_id, generation, expect, batch.ids, batch.parents, batch.types, batch.lines, f.entry_count,
-             f.message_count, f.size, f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
-        ).fetchone()
+        status, generation, next_seq = conn.execute(*batch.call(self.session_id, generation, expect)).fetchone()
         if status != 0:  # impossible inside the transaction that holds the row
             raise StaleSessionError(f"Session {self.session_id} changed while being written")
         return Tail(generation, next_seq)
