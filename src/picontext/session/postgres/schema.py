@@ -176,6 +176,27 @@ MIGRATIONS: list[list[str]] = [
             "p_entry_id text, p_parent_id text, p_type text, p_head bytea, p_line bytea",
             "VALUES (p_session, n, p_entry_id, p_parent_id, p_type, p_head, p_line)",
             "1"),
+        # A lazy load in one statement (PgSessionStore._load_lazily): per record in order its
+        # kind (H: a head is sent, L: the whole line), the heads as one JSON array, the other
+        # lines joined by newlines. Records are read in the primary key's order; sorting is
+        # disabled so that stale statistics (right after an import) cannot turn that into an
+        # on-disk sort of every line.
+        r"""
+        CREATE FUNCTION picontext_load_heads(p_session text)
+        RETURNS TABLE (o_generation bigint, o_next_seq bigint, o_ends_with_newline boolean, o_size bigint,
+                       o_kinds bytea, o_heads bytea, o_lines bytea)
+        LANGUAGE sql STABLE SET enable_sort = off AS $fn$
+            SELECT s.generation, s.next_seq, s.ends_with_newline, s.size, a.kinds, a.heads, a.lines
+              FROM picontext_session s,
+              LATERAL (SELECT
+                  string_agg(CASE WHEN e.head IS NULL THEN '\x4c'::bytea ELSE '\x48'::bytea END, ''::bytea) AS kinds,
+                  '\x5b'::bytea || coalesce(string_agg(e.head, '\x2c'::bytea) FILTER (WHERE e.head IS NOT NULL),
+                                            ''::bytea) || '\x5d'::bytea AS heads,
+                  string_agg(e.line, '\x0a'::bytea) FILTER (WHERE e.head IS NULL) AS lines
+                FROM (SELECT x.head, x.line FROM picontext_entry x WHERE x.session_id = s.id ORDER BY x.seq) e) a
+             WHERE s.id = p_session
+        $fn$
+        """,
     ],
 ]
 

@@ -29,11 +29,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import msgspec
+import orjson
 import psycopg
 
 from picontext import _json
 from picontext._clock import js_date_ms
-from picontext.errors import SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.errors import SessionError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import paths
 from picontext.session.postgres.database import Database, StoreUnavailableError, database
 from picontext.session.postgres.facts import FactsDelta
@@ -42,9 +43,11 @@ from picontext.session.store import (
     LAZY_TYPES,
     RawLine,
     _head,
+    _is_current,
     _is_js_falsy,
     _MessageHead,
     _parse_full,
+    _parse_line,
     _parse_rest_lazily,
     is_header,
     parse_session_bytes,
@@ -52,6 +55,8 @@ from picontext.session.store import (
 
 LOCK_POLL = 0.005
 _encode_json = msgspec.json.Encoder().encode
+_decode_heads = msgspec.json.Decoder(list[RawLine]).decode
+LINE_WINDOW = 4096  # records fetched together when one deferred line is needed
 APPEND_ONE = ("SELECT * FROM picontext_append_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 APPEND = "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 # The writer sections this thread or task holds: (url, session) -> the section's connection.
@@ -190,6 +195,42 @@ class Batch:
         return batch
 
 
+class LineSource:
+    """Fetches the lines a lazy load left in the database, for `RawLine.line`: a window of
+    records at a time, from the same generation of the log (a log replaced meanwhile is an
+    error, not a wrong line)."""
+
+    def __init__(self, store: PgSessionStore, generation: int) -> None:
+        self.store = store
+        self.generation = generation
+        self.pending: set[int] = set()  # deferred records not fetched yet
+        self.lines: dict[int, bytes] = {}  # fetched, not handed out yet
+
+    def line_of(self, seq: int) -> bytes:
+        line = self.lines.pop(seq, None)
+        if line is None:
+            # A projection parses runs of neighbouring records (the context is the tail of a
+            # path), forwards or backwards: fetch the records around this one with it.
+            lo, hi = max(0, seq - LINE_WINDOW // 2), seq + LINE_WINDOW // 2
+            self._fetch(seq, lo, hi)
+            line = self.lines.pop(seq, None)
+            if line is None:
+                raise SessionError(f"Session {self.store.session_id} was replaced while being read "
+                                   f"(record {seq} is gone): reload it")
+        return line
+
+    def _fetch(self, seq: int, lo: int, hi: int) -> None:
+        rows = self.store._fetch(
+            "SELECT e.seq, e.line FROM picontext_entry e JOIN picontext_session s ON s.id = e.session_id"
+            " WHERE e.session_id = %s AND s.generation = %s AND e.seq >= %s AND e.seq < %s AND e.head IS NOT NULL",
+            (self.store.session_id, self.generation, lo, hi), binary=True, many=True)
+        pending, lines = self.pending, self.lines
+        for number, line in rows:
+            if number in pending or number == seq:
+                lines[number] = bytes(line)
+                pending.discard(number)
+
+
 class PgSessionStore:
     """One session (by its header id) in the database at `url`."""
 
@@ -265,6 +306,10 @@ class PgSessionStore:
         return generation, next_seq, ends_with_newline, lines
 
     def load(self, *, lazy: bool = False) -> LoadResult:
+        if lazy:
+            result = self._load_lazily()
+            if result is not None:
+                return result
         got = self._read(0)
         if got is None:
             return LoadResult()
@@ -273,6 +318,60 @@ class PgSessionStore:
         if ends_with_newline or not lines:
             lines.append(b"")  # what splitting a file's bytes on "\n" leaves after the last newline
         result = parse_session_bytes(lines, lazy=lazy)
+        result.size = size
+        result.tail = Tail(generation, next_seq)
+        return result
+
+    def _load_lazily(self) -> LoadResult | None:
+        """A lazy load that ships the heads of the bulky entries, not their lines (None: read it
+        whole instead).
+
+        One statement returns, in record order, a kind per record (`H`: a bulky entry, of which
+        only the head is sent — type, id, parentId, message role, what the JSONL store's lazy
+        load decodes from a file's lines; `L`: anything else, sent whole: header, compactions,
+        labels, lines that do not parse), the heads as one JSON array and the other lines joined
+        by newlines. Heads become `RawLine`s that fetch their line when first parsed
+        (`LineSource`), so a resume reads the lines of the context it projects, not the session.
+        """
+        row = self._fetch("SELECT * FROM picontext_load_heads(%s)", (self.session_id,), binary=True)
+        if row is None:
+            return LoadResult()
+        generation, next_seq, ends_with_newline, size, kinds, heads_json, lines_blob = row
+        if kinds is None or len(kinds) != next_seq:
+            return None
+        heads = iter(_decode_heads(bytes(heads_json)))
+        lines = iter(bytes(lines_blob).split(b"\n")) if lines_blob is not None else iter(())
+        result = LoadResult()
+        entries = result.entries
+        append = entries.append
+        source = LineSource(self, generation)
+        last = next_seq - 1 if not ends_with_newline else -1
+        header_checked = False
+        for seq, kind in enumerate(bytes(kinds)):
+            if kind == 72:  # "H"
+                if not header_checked:
+                    return None  # the first record is not a header: read as a file would be
+                raw = next(heads)
+                raw.seq = seq
+                raw.source = source
+                append(raw)
+                continue
+            line = next(lines)
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                _parse_line(line, seq + 1, result, last=seq == last)
+                continue
+            if _is_js_falsy(value):
+                continue
+            if not header_checked:
+                if not (is_header(value) and _is_current(value)):
+                    return None  # not a current header: parsed (and migrated) from the whole lines
+                header_checked = True
+            append(value)
+        source.pending.update(range(next_seq))
+        result.missing_newline = not ends_with_newline
+        result.valid = bool(entries) and is_header(entries[0])
         result.size = size
         result.tail = Tail(generation, next_seq)
         return result
