@@ -542,15 +542,29 @@ class PgSessionStore:
 
     # ------------------------------------------------------------------ writer section
 
+    # A writer section is one transaction on a dedicated connection holding the session's
+    # transaction-level advisory lock (the one every append waits for). Transaction-level, not
+    # session-level: through a transaction-pooling PgBouncer a session-level lock would stay on
+    # whichever server connection took it. Appends in the section commit when it ends.
+
     def _try_lock(self, conn: Any) -> bool:
-        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended('picontext:' || %s, 0))",
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("BEGIN")
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended('picontext:' || %s, 0))",
                            (self.session_id,)).fetchone()
         return bool(row[0])
 
     def _unlock(self, conn: Any) -> None:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended('picontext:' || %s, 0))", (self.session_id,))
-        conn.close()
+        """End the section: commit what it appended (the lock goes with the transaction)."""
+        try:
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                conn.execute("ROLLBACK")
+            elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("COMMIT")
+        except psycopg.OperationalError as exc:
+            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+        finally:
+            conn.close()
 
     def _locked_message(self) -> str:
         return f"Session {self.session_id} is locked by another writer ({self.db.display})"
