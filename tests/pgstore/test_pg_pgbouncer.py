@@ -113,3 +113,20 @@ def test_stale_managers_catch_up_in_writer_sections_through_the_pooler(pgbouncer
                    if e.get("type") == "message" and e["message"]["role"] == "user")
     assert texts == sorted(["hi", *(f"{w}-{i}" for w in range(2) for i in range(15))])
     assert _advisory_locks(pg_url) == 0
+
+
+def test_a_writer_section_leaves_no_lock_on_a_shared_server_connection(pgbouncer_url: str, pg_url: str) -> None:
+    """The section's lock lives and ends with its transaction: another client that takes a server
+    connection while the section runs cannot end up owning it (a session-level lock would stay on
+    the server connection that took it, and the unlock would run on another one)."""
+    store = PgSessionStore(pgbouncer_url, HEADER["id"])
+    store.create([HEADER, _msg("a1", None)])
+    with psycopg.connect(pgbouncer_url, autocommit=True, prepare_threshold=None) as other:
+        with store.writer() as tail:
+            other.execute("BEGIN")  # takes a server connection (the most recently used idle one) and keeps it
+            other.execute("SELECT 1")
+            store.append([_msg("b1", "a1")], expect=tail)
+        assert _advisory_locks(pg_url) == 0
+        other.execute("COMMIT")
+    with PgSessionStore(pgbouncer_url, HEADER["id"], lock_timeout=1).writer() as tail:
+        assert tail is not None and tail.offset == 3
