@@ -175,7 +175,7 @@ class Batch:
             return
         self.facts.add(value)
 
-    def call(self, session_id: str, generation: int, expect: int | None) -> tuple[str, tuple[Any, ...]]:
+    def call(self, session_id: str, generation: Any, expect: int | None) -> tuple[str, tuple[Any, ...]]:
         """The statement that appends this batch after tail (generation, expect) (any tail when
         `expect` is None): one line goes as plain parameters, several as arrays."""
         f = self.facts
