@@ -14,7 +14,8 @@ from typing import Any
 import psycopg
 
 from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, store_factory
+from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres.listing import list_sessions
 
 WRITER = Path(__file__).with_name("pg_writer.py")
 HEADER = {"type": "session", "version": 3, "id": "s-bouncer", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
@@ -65,6 +66,11 @@ def test_a_session_is_written_projected_and_resumed_through_the_pooler(pgbouncer
     assert repr(context) == repr(direct.build_session_context())
     assert len(context["messages"]) == 40
     assert [e.get("id") for e in resumed.get_entries()] == [e.get("id") for e in direct.get_entries()]
+    # Listing converts times in SQL with the session's time zone, which PgBouncer restores per client.
+    listed = list_sessions(database(pgbouncer_url), str(tmp_path))
+    assert [(i.id, i.modified, i.created) for i in listed] == \
+        [(i.id, i.modified, i.created) for i in list_sessions(database(pg_url), str(tmp_path))]
+    assert [i.id for i in listed] == [sid]
 
 
 def test_concurrent_writers_through_the_pooler_leave_one_chain(pgbouncer_url: str, pg_url: str) -> None:
