@@ -38,7 +38,7 @@ def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
             return []
         start = len(view) - 1
     parents = view.parents
-    path = []
+    path: list[int] = []
     append = path.append
     current = start
     while current >= 0:

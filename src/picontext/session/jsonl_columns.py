@@ -224,7 +224,7 @@ class _Builder:
         starts = list(accumulate(sizes, initial=offset))
         starts = [start + i for i, start in enumerate(starts)]  # + one newline per line before
         starts.pop()
-        heads = [_head_of(piece) for piece in pieces]
+        heads: list[Any] = [_head_of(piece) for piece in pieces]  # no None left past the filter below
         if None in heads:  # blank or falsy lines: Pi skips them
             kept = [i for i, head in enumerate(heads) if head is not None]
             heads = [heads[i] for i in kept]
