@@ -222,7 +222,7 @@ class JsonPrinter:
     def __call__(self, event: AgentEvent) -> None:
         if event["type"] == "message_end" and event["message"].get("role") == "assistant":
             self.last_reply = event["message"]  # type: ignore[assignment]
-        self.overflow_error = overflow_error(event) or self.overflow_error  # type: ignore[arg-type]
+        self.overflow_error = overflow_error(event) or self.overflow_error
         sys.stdout.buffer.write(dumps_line(to_json_event(event)))
         sys.stdout.flush()
 
