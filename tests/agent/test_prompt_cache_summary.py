@@ -225,3 +225,63 @@ async def test_prefix_older_than_the_cache_lifetime_is_not_reused(
     assert isinstance(small, str) and "do not fit" in small
     none = plan_cached_prefix(prep, None, window=200_000, max_tokens=320)
     assert isinstance(none, str) and "no request" in none
+
+
+async def test_split_turn_requests_are_both_cut_from_the_sessions_request(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    session, _ = make(server, tmp_path, api="anthropic-messages", window=2600,
+                      compaction={**SETTINGS, "reusePromptCache": True})
+    for i in range(2):
+        server.expect(reply(text(f"answer {i}"), usage=tokens(100 + 210 * (i + 1), 5)))
+        await session.prompt(f"question {i} " + "q" * 800)
+    history_reply = reply(text("## Goal\nhistory note"), usage=tokens(50, 20)).when_body_contains("## Goal\\n<What")
+    prefix_reply = reply(text("## Original Request\nturn note"), usage=tokens(40, 10)).when_body_contains(
+        "## Original Request\\n<What")
+    server.expect(reply(tool_call("big", {"size": 4800}), usage=tokens(1500, 10)), history_reply, prefix_reply,
+                  text("final answer"))
+    await session.prompt("third " + "t" * 800)
+    server.assert_complete()
+    turn_request = next(r for r in server.requests if "third " in dump(r.body) and not is_summary(r))
+    summaries = [r for r in server.requests if is_summary(r)]
+    assert len(summaries) == 2
+    cuts = {}
+    for req in summaries:
+        *prefix, instruction = req.body["messages"]
+        kind = "turn" if "## Original Request" in dump(instruction) else "history"
+        cuts[kind] = len(prefix)
+        assert dump(prefix[:-1]) == dump(turn_request.body["messages"][: len(prefix) - 1])
+        reused = turn_request.body["messages"][len(prefix) - 1]
+        assert dump(without_markers(prefix[-1])) == dump(without_markers(reused))
+        assert dump(req.body["system"]) == dump(turn_request.body["system"])
+    # history: up to the start of the turn; turn prefix: up to the cut, which includes the turn's request
+    assert cuts["turn"] > cuts["history"] and "third " in dump(
+        next(r for r in summaries if "## Original Request" in dump(r.body["messages"][-1])).body["messages"][-2])
+    entry = compaction_entry(session)
+    assert entry["summary"].startswith("## Goal\nhistory note" + prompts.SPLIT_TURN_SEPARATOR + "## Original Request")
+    assert entry["details"]["promptCache"]["reused"] is True and "turnPrefixMessages" in entry["details"]["promptCache"]
+
+
+async def test_no_reuse_without_a_cache_or_when_the_messages_differ(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    session, _ = make(server, tmp_path, api="anthropic-messages", window=200_000,
+                      compaction={"keepRecentTokens": 300, "reusePromptCache": True})
+    for i in range(3):
+        server.expect(reply(text(f"answer {i}"), usage=tokens(100 + 210 * (i + 1), 5)))
+        await session.prompt(f"question {i} " + "q" * 800)
+    request = session.last_request
+    assert isinstance(request, SessionRequest)
+    prep = prepare_compaction(session.manager.get_branch(), session.compaction.settings())
+    assert prep is not None
+
+    def plan(req: SessionRequest) -> Any:
+        return plan_cached_prefix(prep, req, window=200_000, max_tokens=320, now_ms=request.sent_at)
+
+    assert not isinstance(plan(request), str)
+    gemini = dataclasses.replace(request, model={**request.model, "api": "google-generative-ai"})
+    assert plan(gemini) == "the google-generative-ai API has no prompt cache to read"
+    uncached = dataclasses.replace(request, options=dataclasses.replace(request.options, cache_retention="none"))
+    assert plan(uncached) == "the session sends its requests without prompt caching"
+    messages = [dict(m) for m in request.context["messages"]]
+    messages[1] = {**messages[1], "content": "rewritten by a context hook"}
+    rewritten = dataclasses.replace(request, context={**request.context, "messages": messages})
+    assert plan(rewritten) == "the session's last request does not start with the messages up to the cut"
