@@ -40,7 +40,7 @@ from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.overflow import is_context_overflow, is_recoverable_length, reports_usage
 from picontext.ai.retrying import RetryCallbacks
-from picontext.compaction.calibration import calibrated_projected_tokens, calibrated_tokens, learn_ratio, samples
+from picontext.compaction.calibration import calibrated_projected_tokens, dense_tokens, learn_ratios, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
@@ -332,8 +332,10 @@ class CompactionRuntime:
                 return False
             tokens = int(estimate["tokens"])
             if settings.calibrate_tokens:
-                ratio = learn_ratio(samples(projection.messages), model_key(self.s.model))
-                tokens = calibrated_tokens(int(estimate["usageTokens"]), int(estimate["trailingTokens"]), ratio)
+                ratios = learn_ratios(samples(projection.messages), model_key(self.s.model))
+                start = 0 if index is None else index + 1
+                dense = sum(dense_tokens(m) for m in projection.messages[start:])
+                tokens = int(estimate["usageTokens"]) + ratios.apply(int(estimate["trailingTokens"]), dense)
         else:
             tokens = direct
         return await self._due(tokens, settings, signal)
