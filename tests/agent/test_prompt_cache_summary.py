@@ -285,3 +285,34 @@ async def test_no_reuse_without_a_cache_or_when_the_messages_differ(
     messages[1] = {**messages[1], "content": "rewritten by a context hook"}
     rewritten = dataclasses.replace(request, context={**request.context, "messages": messages})
     assert plan(rewritten) == "the session's last request does not start with the messages up to the cut"
+
+
+async def test_the_thinking_configuration_is_the_sessions(server: ScriptedModelServer, tmp_path: Path) -> None:
+    """Anthropic keeps message cache entries only for the same thinking parameters."""
+    from runtime_helpers import BigTool
+
+    from picontext.agent.session import AgentSession
+    from picontext.ai.providers import StreamOptions
+    from picontext.ai.retry import RetryPolicy
+    from picontext.compaction.settings import Settings
+    from picontext.session.manager import SessionManager
+
+    session = AgentSession(
+        SessionManager.create(str(tmp_path), str(tmp_path / "sessions")),
+        model=server.model("anthropic-messages", context_window=20_000, max_tokens=8192, reasoning=True),
+        system_prompt="Test agent.", stream_options=StreamOptions(api_key="k"), tools=[BigTool()],
+        settings=Settings({"compaction": {"reserveTokens": 17_400, "keepRecentTokens": 1100,
+                                          "reusePromptCache": True}}),
+        thinking_level="low", retry=RetryPolicy(base_delay_ms=1),
+    )
+    for i in range(2):
+        server.expect(reply(text(f"answer {i}"), usage=tokens(100 + 210 * (i + 1), 5)))
+        await session.prompt(f"question {i} " + "q" * 800)
+    server.expect(reply(tool_call("big", {"size": 4000}), usage=tokens(2000, 10)),
+                  reply(text("## Goal\nthought through"), usage=tokens(60, 30)), text("final answer"))
+    await session.prompt("third")
+    server.assert_complete()
+    summary, previous = summary_and_previous(server)
+    assert STOP in dump(summary.body["messages"][-1])
+    assert summary.body["thinking"]["type"] == "enabled"
+    assert summary.body["thinking"] == previous.body["thinking"]
