@@ -316,3 +316,12 @@ async def test_the_thinking_configuration_is_the_sessions(server: ScriptedModelS
     assert STOP in dump(summary.body["messages"][-1])
     assert summary.body["thinking"]["type"] == "enabled"
     assert summary.body["thinking"] == previous.body["thinking"]
+
+
+async def test_a_background_summary_reuses_the_prefix_too(server: ScriptedModelServer, tmp_path: Path) -> None:
+    session, events = await compacted_session(server, tmp_path, "anthropic-messages",
+                                              {"reusePromptCache": True, "backgroundTokens": 1500})
+    assert any(e["type"] == "compaction_background_start" for e in events)
+    summary, _previous = summary_and_previous(server)
+    assert STOP in dump(summary.body["messages"][-1])
+    assert compaction_entry(session)["details"]["promptCache"]["reused"] is True
