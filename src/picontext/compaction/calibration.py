@@ -25,7 +25,7 @@ each clamped to [`MIN_RATIO`, `MAX_CLASS_RATIO`]. Otherwise both are the single 
 
 The system prompt and the tool declarations are a part of their own: a server may render them
 very differently from their chars/4 (llama-cpp-python's chat template drops the tool schemas:
-~1,130 estimated tokens, ~275 real). Every anchored estimate contains that part inside the
+picontext's system message, 774 by chars/4, is ~300 real tokens there). Every anchored estimate contains that part inside the
 reported usage, so it only matters when there is no valid anchor (after a compaction or an
 edit). For that case the first reply of the model on the branch tells what it cost:
 
@@ -34,8 +34,8 @@ edit). For that case the first reply of the model on the branch tells what it co
     estimate  = fixed x chars/4(system) + ratio x chars/4(the rest)        (no valid anchor)
 
 Bounds (documented in docs/compaction.md): only samples whose estimated delta is at least
-`MIN_SAMPLE_TOKENS` count (small deltas are noise), and none whose reports shrank; the ratio is clamped to
-[`MIN_RATIO`, `MAX_RATIO`]; with no sample the ratio is 1 (Pi's estimate). Everything is computed
+`MIN_SAMPLE_TOKENS` count (small deltas are noise), and none whose reports shrank; the ratio is
+clamped to [`MIN_RATIO`, `MAX_RATIO`]; with no sample the ratio is 1 (Pi's estimate). Everything is computed
 from the messages themselves, so a reopened session calibrates identically. Pure.
 """
 
