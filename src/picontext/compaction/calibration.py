@@ -25,9 +25,10 @@ each clamped to [`MIN_RATIO`, `MAX_CLASS_RATIO`]. Otherwise both are the single 
 
 The system prompt and the tool declarations are a part of their own: a server may render them
 very differently from their chars/4 (llama-cpp-python's chat template drops the tool schemas:
-picontext's system message, 774 by chars/4, is ~300 real tokens there). Every anchored estimate contains that part inside the
-reported usage, so it only matters when there is no valid anchor (after a compaction or an
-edit). For that case the first reply of the model on the branch tells what it cost:
+picontext's system message, 774 tokens by chars/4, is ~300 real tokens there). Every anchored
+estimate contains that part inside the reported usage, so it only matters when there is no valid
+anchor (after a compaction or an edit). For that case the first reply of the model on the branch
+tells what it cost:
 
     fixed     = (prompt tokens of the first request - ratio x chars/4 of its other messages)
                 / chars/4 of its system message       (clamped like the ratio)
@@ -35,8 +36,8 @@ edit). For that case the first reply of the model on the branch tells what it co
 
 Bounds (documented in docs/compaction.md): only samples whose estimated delta is at least
 `MIN_SAMPLE_TOKENS` count (small deltas are noise), and none whose reports shrank; the ratio is
-clamped to [`MIN_RATIO`, `MAX_RATIO`]; with no sample the ratio is 1 (Pi's estimate). Everything is computed
-from the messages themselves, so a reopened session calibrates identically. Pure.
+clamped to [`MIN_RATIO`, `MAX_RATIO`]; with no sample the ratio is 1 (Pi's estimate). Everything
+is computed from the messages themselves, so a reopened session calibrates identically. Pure.
 """
 
 from __future__ import annotations
