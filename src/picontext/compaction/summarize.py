@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,21 +255,30 @@ async def _plain_summary(calls: _Calls, prep: Any, previous: str | None, instruc
 async def _cached_summary(calls: _Calls, cached: CachedPrefix, prep: Any, previous: str | None,
                          instructions: str | None, history_budget: int, prefix_budget: int) -> str:
     """The summary text from requests over the session's cached prefix (prompt_cache.py)."""
-    to_summarize = list(_get(prep, "messages_to_summarize", []))
-    history_ask = calls.ask_cached(cached, cached.history_end, prompts.cached_history_request(
-        bool(previous), instructions), history_budget, "Summarization") if to_summarize else None
+    to_summarize = bool(_get(prep, "messages_to_summarize"))
+    history_text = prompts.cached_history_request(bool(previous), instructions)
+
+    def history_ask() -> Coroutine[Any, Any, str]:
+        return calls.ask_cached(cached, cached.history_end, history_text, history_budget, "Summarization")
+
     if cached.turn_end is None:
-        assert history_ask is not None
-        return await history_ask
+        return await history_ask()
+    turn_end = cached.turn_end
+
+    def prefix_ask() -> Coroutine[Any, Any, str]:
+        return calls.ask_cached(cached, turn_end, prompts.cached_turn_prefix_request(), prefix_budget,
+                                "Turn prefix summarization")
+
+    fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
+    if getattr(calls.completion, "one_at_a_time", False):  # a server that cancels a stream when another comes
+        history = await history_ask() if to_summarize else fallback
+        return history + prompts.SPLIT_TURN_SEPARATOR + await prefix_ask()
     try:
         async with asyncio.TaskGroup() as group:
-            history_task = group.create_task(history_ask) if history_ask is not None else None
-            prefix_task = group.create_task(calls.ask_cached(
-                cached, cached.turn_end, prompts.cached_turn_prefix_request(), prefix_budget,
-                "Turn prefix summarization"))
+            history_task = group.create_task(history_ask()) if to_summarize else None
+            prefix_task = group.create_task(prefix_ask())
     except ExceptionGroup as group_error:
         raise group_error.exceptions[0] from None
-    fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
     history = history_task.result() if history_task else fallback
     return history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
 
