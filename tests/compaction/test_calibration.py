@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,19 @@ def test_without_a_valid_report_the_system_part_has_its_own_ratio(tmp_path: Path
     calibrated = calibrated_projected_tokens(projection, branch, "p/m")
     assert pi["lastUsageIndex"] is None and calibrated["lastUsageIndex"] is None
     assert calibrated["tokens"] == pi["tokens"] - 1000 + 400  # the rest at ratio 1, the system part at 0.4
+
+
+def test_tokens_accuracy_lists_the_dense_and_word_ratios(tmp_path: Path) -> None:
+    manager = SessionManager.create(str(tmp_path), str(tmp_path))
+    for message in mixed(4.0, 0.6):
+        manager.append_message(message)
+    path = manager.get_session_file()
+    assert path is not None
+    cmd = [sys.executable, "-m", "picontext", "tokens", path, "--accuracy"]
+    data = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, check=True, timeout=60).stdout)
+    last = data["rows"][-1]
+    assert abs(last["denseRatio"] - 4.0) < 0.05 and abs(last["wordRatio"] - 0.6) < 0.05
+    assert last["calibratedError"] == 0.0 and abs(last["error"]) > 0.15
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "dense/words" in text and f"{last['denseRatio']:.2f}/{last['wordRatio']:.2f}" in text

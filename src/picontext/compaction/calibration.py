@@ -280,12 +280,13 @@ def accuracy(messages: Sequence[Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for i, sample in enumerate(history):
         ratio = learn_ratio(history[:i], sample.model)
+        ratios = learn_ratios(history[:i], sample.model)
         plain = sample.previous + sample.estimated
-        calibrated = sample.previous + learn_ratios(history[:i], sample.model).apply(sample.estimated,
-                                                                                    sample.dense)
+        calibrated = sample.previous + ratios.apply(sample.estimated, sample.dense)
         rows.append({
             "index": sample.index, "model": sample.model, "reported": sample.reported,
             "estimate": plain, "calibrated": calibrated, "ratio": round(ratio, 4),
+            "denseRatio": round(ratios.dense, 4), "wordRatio": round(ratios.words, 4),
             "error": _error(plain, sample.reported), "calibratedError": _error(calibrated, sample.reported),
             "trailingError": _error(sample.estimated, sample.reported_delta),
             "calibratedTrailingError": _error(calibrated - sample.previous, sample.reported_delta),
