@@ -45,19 +45,77 @@ def best(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tupl
     return min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _append_like_pi(path: Path, n: int) -> bool:
+    """One more user message as Pi appends it: a child of the file's last entry (False for a
+    legacy file without ids, which Pi would upgrade first: not measured)."""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - 65536))
+        last = json.loads(f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    if "id" not in last:
+        return False
+    line = {"type": "message", "id": f"bench{n:03d}", "parentId": last["id"], "timestamp": "2026-03-02T00:00:00.000Z",
+            "message": {"role": "user", "content": f"one more question {n}", "timestamp": 1772409600000 + n}}
+    with path.open("ab") as f:
+        f.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+    return True
+
+
 def bench_context(files: list[Path], repeat: int) -> None:
-    print("| session | entries | file MB | picontext s | Pi s | ratio | picontext RSS MB (x file) "
-          "| Pi RSS MB (x file) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    """Per file, `repeat` rounds of four whole processes each, interleaved so machine load hits
+    them alike: picontext cold (a fresh PICONTEXT_DIR: no index cache, it is built and written),
+    picontext warm (the cache of an earlier call is there, the file unchanged), picontext after
+    an append (on a copy: the cache of an earlier call, then one line appended as Pi appends it,
+    so the cache is checked and extended) and Pi. Median and best wall time; peak RSS is the
+    largest of the runs."""
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print("| session | entries | file MB | cold s med/best | warm s med/best | after append s med | Pi s med/best "
+          "| cold ratio med | warm ratio med (best) | after-append ratio med | cold RSS MB (x file) "
+          "| warm RSS MB (x file) | Pi RSS MB (x file) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    mb = 1024 * 1024
     for path in files:
         size = path.stat().st_size
         entries = sum(1 for _ in path.open("rb")) - 1
-        ours = best([*PY, "context", str(path), "--json"], repeat)
-        pi = best([*NODE, "context", str(path)], repeat)
-        assert json.loads(ours[2]) == json.loads(pi[2]), f"contexts differ for {path}"
-        mb = 1024 * 1024
-        print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {ours[0]:.2f} | {pi[0]:.2f} | {ours[0] / pi[0]:.2f} "
-              f"| {ours[1] / mb:.0f} ({ours[1] / size:.1f}) | {pi[1] / mb:.0f} ({pi[1] / size:.1f}) |")
+        cmd = [*PY, "context", str(path), "--json"]
+        warm_home = tempfile.mkdtemp(prefix="bench-ctx-warm-")
+        warm_env = {**os.environ, "PICONTEXT_DIR": warm_home}
+        copy = Path(warm_home) / f"copy-{path.name}"
+        shutil.copy(path, copy)
+        copy_cmd = [*PY, "context", str(copy), "--json"]
+        timed(cmd, warm_env)  # builds the caches
+        timed(copy_cmd, warm_env)
+        cold, warm, appended, pi = [], [], [], []
+        try:
+            for n in range(repeat):
+                cold_home = tempfile.mkdtemp(prefix="bench-ctx-cold-")
+                try:
+                    cold.append(timed(cmd, {**os.environ, "PICONTEXT_DIR": cold_home}))
+                finally:
+                    shutil.rmtree(cold_home)
+                warm.append(timed(cmd, warm_env))
+                if _append_like_pi(copy, n):
+                    appended.append(timed(copy_cmd, warm_env))
+                pi.append(timed([*NODE, "context", str(path)]))
+            if appended:
+                assert json.loads(appended[-1][2]) == json.loads(timed([*NODE, "context", str(copy)])[2])
+        finally:
+            shutil.rmtree(warm_home)
+        expected = json.loads(pi[-1][2])
+        assert json.loads(cold[-1][2]) == expected and json.loads(warm[-1][2]) == expected, f"contexts differ: {path}"
+        c, w, a, p = ([r[0] for r in runs] for runs in (cold, warm, appended or [(float("nan"), 0, b"")], pi))
+        rss = [max(r[1] for r in runs) for runs in (cold, warm, pi)]
+        print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {_median(c):.2f} / {min(c):.2f} "
+              f"| {_median(w):.2f} / {min(w):.2f} | {_median(a):.2f} | {_median(p):.2f} / {min(p):.2f} "
+              f"| {_median(c) / _median(p):.2f} | {_median(w) / _median(p):.2f} ({min(w) / min(p):.2f}) "
+              f"| {_median(a) / _median(p):.2f} | "
+              + " | ".join(f"{r / mb:.0f} ({r / size:.1f})" for r in rss) + " |")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 def bench_listing(count: int, repeat: int) -> None:

@@ -86,3 +86,19 @@ def test_written_lines_and_context_json_match_node_bytes(pi: Any, tmp_path: Path
     proc = subprocess.run([sys.executable, "-m", "picontext", "context", path, "--json"], capture_output=True,
                           check=True)
     assert proc.stdout.decode("utf-8").rstrip("\n") == pi.op("json_ops.contextText", path)
+
+
+def test_joined_values_match_node_bytes(pi: Any) -> None:
+    """`dumps_joined` (one format check over many values: `context --json`) writes each value as
+    JSON.stringify does, suspects anywhere in the batch included."""
+    values = [_json.loads(line.encode("utf-8", "surrogatepass")) for line in HAND_PICKED if line != "[1e400]"]
+    batches = [values, values[::-1], [{"text": "plain"}, {"n": 2.0}], [{"text": "no numbers"}] * 3, ["\ud83d"]]
+    for batch in batches:
+        text = "[" + ",".join(_to_json_text(v) for v in batch) + "]"
+        assert (b"[" + _json.dumps_joined(batch) + b"]").decode("utf-8") == pi.op("json_ops.roundTrip", [text])[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_values, min_size=1, max_size=30))
+def test_joined_values_equal_one_by_one(values: list[Any]) -> None:
+    assert _json.dumps_joined(values) == b",".join(_json.dumps(v) for v in values)

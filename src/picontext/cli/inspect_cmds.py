@@ -1,4 +1,4 @@
-"""`picontext context | show | tree | stats FILE`: look inside a session without changing it."""
+"""`picontext show | tree | stats FILE`: look inside a session without changing it (`context`: context_cmds.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, add_file_argument, load_session, project_file
-from picontext.session.projection import build_session_path, build_session_projection, field_of, fold_path
+from picontext.cli.loading import LoadedSession, add_file_argument, load_session
+from picontext.session.projection import build_session_path, field_of, fold_path
 
 
 def _parser(sub: Any, name: str, summary: str, description: str, examples: list[str]) -> Any:
@@ -23,16 +23,6 @@ def _parser(sub: Any, name: str, summary: str, description: str, examples: list[
 
 
 def register(sub: Any) -> None:
-    p = _parser(sub, "context", "what the model sees for a leaf (exactly Pi's buildSessionContext)",
-                "The messages the model is sent for the branch ending at a leaf: compactions replaced by their "
-                "summary, context edits applied. One line per message.",
-                ["picontext context", "picontext context 01a22be0 --tail 20", "picontext context FILE --json"])
-    add_file_argument(p)
-    p.add_argument("--leaf", help="entry id to project from (default: the file's last entry)")
-    p.add_argument("--json", action="store_true", help="print {messages, thinkingLevel, model} as JSON")
-    render.add_output_flags(p, tail="messages")
-    p.set_defaults(handler=cmd_context)
-
     p = _parser(sub, "show", "readable transcript of a branch, marking compacted and edited entries",
                 "The branch ending at a leaf, one line per entry (or whole messages with --full); entries a "
                 "compaction summarized are dim, entries a context edit omitted are struck through.",
@@ -66,50 +56,9 @@ def _tail(items: list[Any], n: int | None) -> list[Any]:
     return items[-n:] if n is not None and n >= 0 else items
 
 
-def _stream_context(projection: Any) -> None:
-    """`_json.dumps(projection.context())` written a few hundred messages at a time, so the whole
-    text never exists at once (the context of a long session is tens of megabytes)."""
-    context = projection.context()
-    messages = context.pop("messages")
-    out = sys.stdout.buffer
-    out.write(b'{"messages":[')
-    dumps = _json.dumps
-    for start in range(0, len(messages), 256):
-        chunk = b",".join(dumps(m) for m in messages[start : start + 256])
-        out.write(chunk if start == 0 else b"," + chunk)
-    rest = dumps(context)  # the other keys, in the same order after "messages"
-    out.write(b"]" + (b"," + rest[1:] if rest != b"{}" else b"}") + b"\n")
-    out.flush()
-
-
 def _write_json(value: Any) -> None:
     sys.stdout.buffer.write(_json.dumps(value) + b"\n")
     sys.stdout.flush()
-
-
-def cmd_context(args: argparse.Namespace) -> int:
-    if args.json:
-        _stream_context(project_file(args.file, args.leaf))
-        return 0
-    session = load_session(args.file)
-    leaf = session.resolve_leaf(args.leaf)
-    projection = build_session_projection(session.entries, leaf, session.by_id)
-    model = projection.model or {}
-    rows = [(item, message) for item in projection.entries for message in item.messages]
-    with render.paged(render.console(), args.no_pager) as out:
-        out.print(Text(f"{len(projection.messages)} messages · model {model.get('provider', '?')}/"
-                       f"{model.get('modelId', '?')} · thinking {projection.thinking_level}", style="bold"))
-        shown = _tail(rows, args.tail)
-        if len(shown) < len(rows):
-            out.print(Text(f"… {len(rows) - len(shown)} earlier messages", style="dim"))
-        width = max(30, out.width - 28)
-        for item, message in shown:
-            role = message.get("role", "?") if isinstance(message, dict) else "?"
-            line = render.role_text(role)
-            line.append(f" {field_of(item.source_entry, 'id')} ", style="dim")
-            line.append(render.message_summary(message, width))
-            out.print(line)
-    return 0
 
 
 def _edit_state(session: LoadedSession, path: list[Any]) -> tuple[set[Any], dict[Any, Any]]:

@@ -5,21 +5,19 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picontext.errors import PicontextError, SessionFormatError
 from picontext.session import paths
-from picontext.session.index import EntryIndex
-from picontext.session.listing import find_most_recent_session
-from picontext.session.live import LiveProjection
-from picontext.session.manager import SessionManager
-from picontext.session.migrations import migrate_to_current
-from picontext.session.projection import LAST, LeafArg, SessionProjection, build_index
-from picontext.session.protocol import LoadResult
-from picontext.session.store import JsonlSessionStore, read_session_header
-from picontext.session.tree import path_to
+from picontext.session.projection import LAST, LeafArg, SessionProjection
+from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_header
+
+if TYPE_CHECKING:  # imported where used: `context --json` needs none of them
+    from picontext.session.manager import SessionManager
+    from picontext.session.protocol import LoadResult
 
 
 class SessionOpenError(PicontextError):
@@ -89,6 +87,8 @@ class LoadedSession:
     def manager(self) -> SessionManager:
         """An in-memory manager over the same entries (tree, labels, name); never writes.
         Built only by the commands that need it."""
+        from picontext.session.manager import SessionManager
+
         return SessionManager.in_memory(entries=self.file_entries, warn=lambda m: None)
 
     def resolve_leaf(self, leaf: str | None) -> LeafArg:
@@ -110,6 +110,11 @@ def add_file_argument(parser: Any) -> None:
 def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    from picontext.session.index import EntryIndex
+    from picontext.session.live import LiveProjection
+    from picontext.session.migrations import migrate_to_current
+    from picontext.session.tree import path_to
+
     path, result = _open(path, lazy=True)
     migrate_to_current(result.entries)  # legacy files come back fully parsed
     index = EntryIndex()
@@ -119,6 +124,35 @@ def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     live = LiveProjection()
     live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
     return live.projection()
+
+
+def context_json_pieces(ref: str | None, leaf: str | None) -> Iterator[bytes] | None:
+    """`context --json`'s output from the session's entry columns (`session/context_stream.py`),
+    reading only the lines the context is made of; None when the session is not a file the
+    columns describe (a database session, a legacy or irregular file, a torn last line): the
+    caller then projects it with `project_file`."""
+    from picontext.cli.store_cmds import store_url
+    from picontext.session.context_stream import context_json
+    from picontext.session.jsonl_columns import ColumnsOutdated, drop_columns
+
+    if store_url() is not None:
+        return None
+    path = session_path(ref, os.getcwd())
+    check_regular_file(path)
+    try:
+        view = indexed_columns(path)
+    except (OSError, SessionFormatError):
+        return None  # the full reader names the problem
+    if view is None:
+        return None
+    with view:
+        if leaf is not None and view.position_of(leaf) is None:
+            raise SessionOpenError(f"entry {leaf!r} not found in {path}")
+        try:
+            return context_json(view, LAST if leaf is None else leaf)
+        except (ColumnsOutdated, OSError):
+            drop_columns(os.path.realpath(path))
+            return None
 
 
 def check_session(path: str | None) -> str:
@@ -131,6 +165,9 @@ def load_session(path: str | None) -> LoadedSession:
     """Read a session without modifying it; one-line errors for the CLI. `path` is a file, a
     session id or unique id prefix, or None for the latest session of the current directory;
     with a session database (`--store URL`), a session id or a unique prefix of one."""
+    from picontext.session.migrations import migrate_to_current
+    from picontext.session.projection import build_index
+
     path, result = _open(path, lazy=False)
     file_entries = result.entries
     migrate_to_current(file_entries)
@@ -204,6 +241,8 @@ def _ids_matching(files: list[str], prefix: str) -> dict[str, str]:
 
 def latest_session(cwd: str) -> str:
     """The most recently active session of `cwd` (what inspection commands use without a FILE)."""
+    from picontext.session.listing import find_most_recent_session
+
     path = find_most_recent_session(paths.default_session_dir(cwd), cwd)
     if path is None:
         raise SessionOpenError(f"no sessions for {cwd}: give a session file or id (`picontext sessions --all`)")

@@ -30,16 +30,16 @@ def described(description: str, *examples: str) -> dict[str, Any]:
 
 # Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
 COMMAND_MODULES = (
-    "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds", "auth_cmds",
-    "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds", "export_cmds",
-    "serve_cmds",
+    "context_cmds", "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds",
+    "auth_cmds", "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
+    "export_cmds", "serve_cmds",
 )
 
 
 # The module that registers each command: a call whose first argument names a command imports that
 # module only (the agent, rich and the providers are not loaded to print a context).
 COMMAND_OWNERS = {
-    "context": "inspect_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
+    "context": "context_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
     "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
     "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
     "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",

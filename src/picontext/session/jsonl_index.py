@@ -5,9 +5,9 @@ directories get no extra files and read-only files are indexed too. `PICONTEXT_I
 the cache off (everything is then read from the file alone).
 
 What: the header and the listing facts (name, message and entry counts, first user message,
-last activity), so listing reads a few hundred bytes per session instead of the session. (Per-
-entry columns — offset, id, parent, type — were tried for opening sessions and measured slower
-than decoding the lines' heads directly, so they are not kept; see docs/performance.md.)
+last activity), so listing reads a few hundred bytes per session instead of the session. The
+per-entry columns `context --json` uses live in a file of their own (`jsonl_columns.py`), so
+listing never loads them.
 
 Validity: the index records the file's device, inode, size and mtime, and a hash of all the
 bytes it covers. The file always wins:

@@ -37,7 +37,7 @@ import orjson
 from picontext import _json
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
-from picontext.session import jsonl_index
+from picontext.session import jsonl_columns, jsonl_index
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
 
 __all__ = [
@@ -243,8 +243,9 @@ def _generation(st: os.stat_result) -> tuple[int, int]:
 def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
     """Read and parse a whole file; a missing file is an empty result (see parse_session_bytes).
 
-    (Loading through the index cache was measured slower than decoding the heads of the lines
-    directly, see docs/performance.md, so loading always reads the file itself.)
+    (Building the manager's entry objects from cached per-entry columns was measured slower than
+    decoding the heads of the lines directly, see docs/performance.md, so loading a session reads
+    the file itself; `indexed_columns` serves `context --json`, which builds no entry objects.)
     """
     try:
         fd = _open_regular(path)
@@ -325,6 +326,42 @@ def indexed_facts(path: str) -> ListingFacts | None:
         data = msgspec.structs.replace(data)
         jsonl_index.add_line(data, rest)
     return jsonl_index.facts_of(data, st)
+
+
+def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
+    """The entry columns of `path` through the columns cache (`jsonl_columns.py`), or None when
+    the file is not one the columns can describe (the caller then reads it whole). Unchanged file:
+    only the cache is read; grown with the covered bytes unchanged: extended; otherwise rebuilt.
+    Either way written back (unless `PICONTEXT_INDEX=0`). Lines are read later, by offset, from
+    the descriptor the view keeps (never a mapping: a file truncated meanwhile cannot crash us)."""
+    fd = _open_regular(path)
+    try:
+        st = os.fstat(fd)
+        use_cache = jsonl_index.enabled()
+        real = os.path.realpath(path)
+        data = jsonl_columns.read_columns(real) if use_cache else None
+        tail = b""
+        if data is None or (data.dev, data.ino, data.size, data.mtime_ns) != (
+            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+        ):
+            with open(fd, "rb", closefd=False) as f:
+                hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
+                if data is None or hasher is None:
+                    data = jsonl_columns.new_columns(st)
+                    hasher = jsonl_columns.new_hasher()
+                    f.seek(0)
+                before = (data.size, data.mtime_ns)
+                with gc_paused():
+                    tail = jsonl_columns.extend(data, f, st, hasher)
+            if use_cache and ((data.size, data.mtime_ns) != before or data.size == 0):
+                jsonl_columns.write_columns(real, data)
+        if not (data.regular and data.header_seen) or tail.strip():
+            os.close(fd)  # an unterminated last line, or a file only the full reader understands
+            return None
+        return jsonl_columns.ColumnView(data, fd)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 _CHUNK = 8 * 1024 * 1024

@@ -1,0 +1,149 @@
+"""The context of one leaf (Pi buildSessionContext) from a session's entry columns, as JSON bytes
+written a chunk at a time: what `picontext context FILE --json` prints.
+
+The path is walked on the parent column, the newest compaction, the model and the thinking level
+are found on the type and role columns, and only the lines the result is made of are read and
+parsed: the compaction, the entries it keeps and those after it, the edits among them, the
+entries that set the model and the thinking level. Each message is written as soon as it is
+projected and then dropped, so memory holds the context's lines as bytes, not as objects.
+
+Same rules as `live.LiveProjection` (and so `projection.build_session_projection`), for the
+regular files the columns describe (unique string ids, parents earlier in the file), where
+"the first entry with this id" is the only one; `tests/session/test_context_stream.py` holds the
+output byte-equal to the full reader's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+from picontext import _json
+from picontext.session.jsonl_columns import ROLE_ASSISTANT, ROLE_SYSTEM, ColumnsOutdated, ColumnView
+from picontext.session.projection import UNDEFINED, ContextSettings, LeafArg, hashable, project_entry
+
+_CHUNK_MESSAGES = 256
+# Entry types that project to messages; every other type contributes none, edited or not.
+_PRODUCING = ("message", "custom_message", "branch_summary", "compaction")
+
+
+def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
+    """Positions root -> leaf (tree.path_to on the columns): an unknown or empty leaf id means
+    the last entry, None means before the first entry."""
+    if leaf is None:
+        return []
+    start = view.position_of(leaf) if leaf else None
+    if start is None:
+        if not len(view):
+            return []
+        start = len(view) - 1
+    parents = view.parents
+    path = []
+    append = path.append
+    current = start
+    while current >= 0:
+        append(current)
+        parent = parents[current]
+        if parent >= current:  # regular columns point only backwards; a damaged cache could loop
+            raise ColumnsOutdated("the cached parent column is damaged")
+        current = parent
+    path.reverse()
+    return path
+
+
+def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
+    """`_json.dumps(build_session_context(entries, leaf))`, in pieces. Every line it needs is
+    read before the first piece is produced, so a file that changed under the columns raises
+    `ColumnsOutdated` before anything is written."""
+    path = path_positions(view, leaf)
+    kinds = view.kinds
+    path_kinds = bytes([kinds[p] for p in path])
+    path_roles = bytes([view.roles[p] for p in path])
+
+    def last(kind: str) -> int:
+        code = view.kind_code(kind)
+        return path_kinds.rfind(code) if code >= 0 else -1
+
+    thinking_at = last("thinking_level_change")
+    model_at = max(last("model_change"), path_roles.rfind(ROLE_ASSISTANT))
+    compaction_at = last("compaction")
+    settings_at = sorted({path[i] for i in (thinking_at, model_at, compaction_at) if i >= 0})
+    early = dict(zip(settings_at, map(_json.loads, view.lines(settings_at)), strict=True))
+
+    settings = ContextSettings()
+    if thinking_at >= 0:
+        settings.update(early[path[thinking_at]])
+    if model_at >= 0:
+        model_only = ContextSettings()
+        model_only.update(early[path[model_at]])
+        settings.model = model_only.model
+
+    if compaction_at < 0:
+        context = path
+    else:
+        compaction = early[path[compaction_at]]
+        context = [path[compaction_at]]
+        first_kept = view.position_of(compaction.get("firstKeptEntryId"))
+        start = None
+        if first_kept is not None:
+            try:
+                start = path.index(first_kept)
+            except ValueError:
+                start = None
+        if start is not None and start < compaction_at:
+            context.extend(p for p, role in zip(path[start:compaction_at], path_roles[start:compaction_at], strict=True)
+                           if role != ROLE_SYSTEM)
+        context.extend(path[compaction_at + 1 :])
+
+    producing = {view.kind_code(k) for k in _PRODUCING} - {-1}
+    edit_code = view.kind_code("context_edit")
+    compaction_code = view.kind_code("compaction")
+    wanted = [p for i, p in enumerate(context) if kinds[p] == edit_code or (kinds[p] in producing and
+                                                                            (i == 0 or kinds[p] != compaction_code))]
+    wanted_sorted = sorted(set(wanted))
+    lines = dict(zip(wanted_sorted, view.lines(wanted_sorted), strict=True))
+
+    edits: dict[Hashable, Any] = {}
+    if edit_code >= 0:
+        for p in context:
+            if kinds[p] == edit_code:
+                edit = _json.loads(lines[p])
+                if type(edit) is dict and hashable(target := edit.get("targetId")):
+                    edits[target] = edit
+    return _pieces(view, context, lines, edits, settings, early)
+
+
+def _pieces(view: ColumnView, context: list[int], lines: dict[int, bytes], edits: dict[Hashable, Any],
+            settings: ContextSettings, early: dict[int, Any]) -> Iterator[bytes]:
+    kinds = view.kinds
+    ids = view.ids
+    message_code = view.kind_code("message")
+    edit_code = view.kind_code("context_edit")
+    loads = _json.loads
+    dumps_joined = _json.dumps_joined
+    yield b'{"messages":['
+    batch: list[Any] = []
+    written = False
+    for p in context:
+        line = lines.get(p)
+        if line is None or kinds[p] == edit_code:
+            continue  # projects to nothing (an edit is a message only if it is also a producer: never)
+        entry = early[p] if p in early else loads(line)
+        edit = edits.get(ids[p]) if edits else None
+        message = entry.get("message") if kinds[p] == message_code and edit is None else None
+        if type(message) is dict and message.get("content") is not None:
+            batch.append(message)  # the common case: an unedited message is itself
+        else:
+            batch.extend(project_entry(entry, edit))
+        del lines[p]
+        if len(batch) >= _CHUNK_MESSAGES:
+            yield (b"," if written else b"") + dumps_joined(batch)
+            written = True
+            batch = []
+    if batch:
+        yield (b"," if written else b"") + dumps_joined(batch)
+    if settings.thinking_level is UNDEFINED:
+        rest = _json.dumps({"model": settings.model})
+    else:
+        rest = _json.dumps({"thinkingLevel": settings.thinking_level, "model": settings.model})
+    yield b"]," + rest[1:] + b"\n"
