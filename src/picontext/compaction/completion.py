@@ -205,7 +205,12 @@ class StreamCompletion:
             client=self._client,
         )
         context = cast("Context", {"systemPrompt": system_prompt, "messages": list(messages), "tools": []})
+        return await self.send(self.model, context, stream_options)
+
+    async def send(self, model: Model, context: Any, options: Any) -> dict[str, Any]:
+        """A request built by the caller (the session's cached prefix, compaction/prompt_cache.py),
+        through the same retry loop, stream function and callbacks."""
         return await complete_with_retry(  # type: ignore[return-value]
-            self.model, context, stream_options,
+            model, context, options,
             policy=self._retry, sleep=self._sleep, callbacks=self._callbacks, stream_fn=self._stream,
         )
