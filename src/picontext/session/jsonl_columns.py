@@ -111,17 +111,7 @@ def write_columns(real_path: str, data: EntryColumns) -> None:
         payload = _encoder.encode(data)
     except (UnicodeEncodeError, msgspec.EncodeError):
         return  # an id with a lone surrogate: msgpack cannot hold it; no columns then
-    target = columns_path(real_path)
-    with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(payload)
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+    jsonl_index.write_cache_file(columns_path(real_path), payload)
 
 
 def new_hasher() -> Any:
