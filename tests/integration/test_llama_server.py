@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llama_fixture import serve_llama
 
 from picontext.ai.types import empty_usage
 from picontext.session.manager import SessionManager
-from picontext.testing.llama_server import LlamaServer, LlamaServerUnavailable
+from picontext.testing.llama_server import LlamaServer
 
 N_CTX = 2048  # small: every token costs on two shared cores, and overflow is cheap to reach
 MAX_TOKENS = 16  # print mode and the paste test: the wire is the point, not the answer's length
@@ -36,16 +37,7 @@ DIFFERENTIAL = REPO / "tests" / "differential"
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaServer]:
-    try:
-        server = LlamaServer(n_ctx=N_CTX).start()
-    except LlamaServerUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the real model server is part of CI: {exc}")
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve_llama(N_CTX)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ server's chat template drops). 30 requests, so at most one of the 29 may miss.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from llama_fixture import serve_llama
 
 from picontext.agent.loop import request_messages, system_declaration
 from picontext.agent.prompt import default_system_prompt
@@ -35,7 +35,7 @@ from picontext.ai.providers.openai_completions import build_request
 from picontext.compaction.calibration import calibrated_projected_tokens
 from picontext.compaction.tokens import estimate_projected_context_tokens
 from picontext.session.manager import SessionManager
-from picontext.testing.llama_server import LlamaServer, LlamaServerUnavailable
+from picontext.testing.llama_server import LlamaServer
 
 N_CTX = 4096
 REPLY_TOKENS = 12
@@ -44,16 +44,7 @@ TOLERANCE = 0.15
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaServer]:
-    try:
-        server = LlamaServer(n_ctx=N_CTX).start()
-    except LlamaServerUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the real model server is part of CI: {exc}")
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve_llama(N_CTX)
 
 
 def numeric_table(rng: random.Random, rows: int) -> str:
