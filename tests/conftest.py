@@ -78,3 +78,26 @@ def pg_url(pg_cluster: Any) -> Iterator[str]:
     if pg_cluster.running:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_bouncer(pg_cluster: Any) -> Iterator[Any]:
+    """A real PgBouncer in transaction-pooling mode in front of the test cluster (a private port on
+    127.0.0.1, stopped at the end). Without the pgbouncer binary the tests are skipped locally and
+    fail in CI (CI=true), where scripts/install/pgbouncer.sh must have installed it."""
+    from picontext.testing.pgbouncer import PgBouncer, PgBouncerUnavailable
+
+    try:
+        bouncer = PgBouncer(pg_cluster).start()
+    except PgBouncerUnavailable as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI needs PgBouncer for the session store tests: {exc}")
+        pytest.skip(str(exc))
+    yield bouncer
+    bouncer.close()
+
+
+@pytest.fixture
+def pgbouncer_url(pg_bouncer: Any, pg_url: str) -> str:
+    """A fresh database on the test cluster (as `pg_url`), reached through the PgBouncer."""
+    return str(pg_bouncer.url_for(pg_url.rsplit("/", 1)[1]))

@@ -209,6 +209,29 @@ def test_print_mode_says_when_it_compacts_after_an_overflow(server: ScriptedMode
     assert any(line.startswith("picontext: compacted") and line.endswith("; retrying the request") for line in lines)
 
 
+@pytest.mark.parametrize("mode", ["text", "json"])
+def test_an_overflow_whose_summary_fails_says_why_in_one_line(server: ScriptedModelServer, home: Path,
+                                                               tmp_path: Path, mode: str) -> None:
+    _history(server, home, tmp_path)
+    server.expect(overflow(), text("## Goal\nAn unfinished summ").with_stop("length"))
+    result = run(home, tmp_path, "--mode", mode, "-c", "-p", "second question")
+    assert result.returncode == 1
+    final = result.stderr.splitlines()[-1]
+    assert final == ("picontext: context overflow: the session could not be compacted: Turn prefix summarization "
+                     "failed: generation hit the token cap and the summary is incomplete")
+    assert "did not help" not in result.stderr and "is compaction disabled" not in result.stderr
+
+
+def test_json_mode_says_when_the_retry_after_compaction_overflowed_again(server: ScriptedModelServer, home: Path,
+                                                                          tmp_path: Path) -> None:
+    _history(server, home, tmp_path)
+    server.expect(overflow(), text("## Goal\nAnswer questions."), overflow())
+    result = run(home, tmp_path, "--mode", "json", "-c", "-p", "second question")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].startswith(
+        "picontext: context overflow: one compaction and retry did not help; ")
+
+
 def test_print_mode_says_in_words_when_overflow_recovery_fails(server: ScriptedModelServer, home: Path,
                                                                tmp_path: Path) -> None:
     _history(server, home, tmp_path)

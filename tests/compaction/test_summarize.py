@@ -109,6 +109,41 @@ async def test_split_turn_runs_both_concurrently_and_sums_usage() -> None:
     assert "focus" not in _text(prefix_req) and prefix_req.max_tokens == 500
 
 
+async def test_split_turn_on_a_one_at_a_time_server_asks_history_then_prefix() -> None:
+    in_flight: list[str] = []
+    order: list[str] = []
+
+    async def exclusive(req):
+        kind = "history" if "<conversation>\n[User]: old" in _text(req) else "prefix"
+        assert not in_flight, f"{kind} sent while {in_flight} was still running"
+        in_flight.append(kind)
+        order.append(kind)
+        await asyncio.sleep(0.01)  # a concurrent request would arrive now
+        in_flight.remove(kind)
+        return assistant_reply(kind.upper())
+
+    model = ScriptedCompletion([exclusive, exclusive], one_at_a_time=True)
+    result = await summarize_preparation(Prep([user("old")], [user("new turn")], True), model, reserve_tokens=1000,
+                                         verify=False)
+    assert order == ["history", "prefix"]
+    assert result.summary.startswith("HISTORY\n\n---\n\n**Turn Context (split turn):**\n\nPREFIX")
+    model = ScriptedCompletion(["ONLY PREFIX"], one_at_a_time=True)  # nothing before the turn: one request
+    result = await summarize_preparation(Prep([], [user("t")], True), model, reserve_tokens=100, verify=False)
+    assert len(model.requests) == 1 and result.summary.startswith("No prior history.\n\n---")
+
+
+def test_a_server_on_this_machine_gets_one_summary_request_at_a_time() -> None:
+    from picontext.compaction.completion import StreamCompletion
+
+    def model(base_url: str) -> dict:
+        return {"id": "m", "provider": "p", "api": "openai-completions", "baseUrl": base_url,
+                "contextWindow": 1000, "maxTokens": 100, "reasoning": False}
+
+    for base_url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:1234/v1"):
+        assert StreamCompletion(model(base_url)).one_at_a_time, base_url
+    assert not StreamCompletion(model("https://api.openai.com/v1")).one_at_a_time
+
+
 @pytest.mark.parametrize(
     ("reply", "error", "message"),
     [

@@ -81,3 +81,18 @@ async def test_planted_facts_survive_ten_poor_compactions() -> None:
     assert planted_error in previous
     assert parse_ledger(previous).modified_files == ["app/settings.py"]  # in the ledger, not only the file list
     assert previous.count("<verified-facts>") == 1
+
+
+async def test_a_pasted_request_is_quoted_only_up_to_the_summary_budget() -> None:
+    """A paste that overflowed the window must not come back whole inside the summary."""
+    paste = "Checksums:\n" + " ".join(f"{n:08d}" for n in range(1000, 1400))  # 3,610 characters
+    result = await summarize_preparation(Prep([user(paste)]), ScriptedCompletion(default=_poor), reserve_tokens=256)
+    budget = 204  # one character per token of the history summary's 0.8 x 256 tokens
+    assert f"Last user request (verbatim, its first {budget} of 3,610 characters):" in result.summary
+    quoted = "> " + paste[:budget].replace("\n", "\n> ")
+    assert f"{quoted}\n</verified-facts>" in result.summary and paste[budget - 10:budget + 1] not in result.summary
+    assert result.details["verifiedFacts"]["lastUserRequest"] == paste  # the whole text is kept in details
+    assert parse_ledger(result.summary).last_user_request == paste[:budget]
+    short = await summarize_preparation(Prep([user("fix the bug")]), ScriptedCompletion(default=_poor),
+                                        reserve_tokens=256)
+    assert "Last user request (verbatim):\n> fix the bug\n" in short.summary

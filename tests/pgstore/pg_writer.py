@@ -5,6 +5,7 @@ race: load the tail, print "ready", wait for a line on stdin, append one entry t
       append again, printing "ok-after-reload".
 loop: append N entries, each continuing the current leaf; on StaleSessionError read what the other
       writers appended (read_since) and retry on the new leaf. Prints "done <stale count>".
+acks: like loop, alone on the session, printing "ack <entry id>" after each append returned.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def main() -> None:
             loaded = store.load()
             store.append([_entry(_leaf(loaded.entries, None), who, 1)], expect=loaded.tail)
             print("ok-after-reload", flush=True)
+        return
+    if mode == "acks":
+        for n in range(int(sys.argv[4])):
+            entry = _entry(leaf, who, n)
+            tail = store.append([entry], expect=tail)
+            leaf = entry["id"]
+            print(f"ack {leaf}", flush=True)
         return
     stale = 0
     for n in range(int(sys.argv[4])):

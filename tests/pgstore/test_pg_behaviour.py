@@ -112,3 +112,27 @@ def test_a_failed_append_is_removed_from_memory(pg_cluster: Any, pg_url: str, tm
     manager.append_message({"role": "user", "content": "again", "timestamp": 4})
     reopened = SessionManager.open(manager.get_session_id(), store_factory=store_factory(pg_url))
     assert reopened.build_session_context() == manager.build_session_context()
+
+
+def test_a_killed_writer_loses_nothing_acknowledged_with_asynchronous_commit(pg_url: str) -> None:
+    """synchronous_commit=off: a client killed with kill -9 loses no append that had returned."""
+    import signal
+    import subprocess
+    import sys
+
+    url = pg_url + "?options=-csynchronous_commit%3Doff"
+    PgSessionStore(url, HEADER["id"]).create([HEADER])
+    writer = subprocess.Popen([sys.executable, str(Path(__file__).with_name("pg_writer.py")), url, HEADER["id"],
+                               "acks", "100000"], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    acked = []
+    for line in writer.stdout:
+        acked.append(line.split()[1])
+        if len(acked) == 300:
+            writer.send_signal(signal.SIGKILL)
+            break
+    writer.wait()
+    acked += [line.split()[1] for line in writer.stdout.read().splitlines() if line.startswith("ack ")]
+    stored = [e["id"] for e in PgSessionStore(pg_url, HEADER["id"]).load().entries[1:]]
+    assert stored[: len(acked)] == acked  # every acknowledged append, in order
+    assert len(stored) - len(acked) <= 1  # at most the one committed while its answer was on the way

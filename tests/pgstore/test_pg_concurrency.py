@@ -155,6 +155,9 @@ def test_appends_of_other_writers_wait_for_the_writer_section(pg_url: str) -> No
             conn.execute("SET lock_timeout = '200ms'")
             with pytest.raises(Exception, match="lock timeout"):
                 conn.execute("SELECT * FROM picontext_append(%s, 1, NULL, ARRAY['x'], ARRAY[NULL], ARRAY['custom'],"
-                             " ARRAY['{}'::bytea], 1, 0, 3, false, NULL, '', 0)", (HEADER["id"],))
+                             " ARRAY[NULL::bytea], ARRAY['{}'::bytea], 1, 0, 3, false, NULL, '', 0)", (HEADER["id"],))
+            with pytest.raises(Exception, match="lock timeout"):  # the one-line variant too
+                conn.execute("SELECT * FROM picontext_append_one(%s, 1, NULL, 'x', NULL, 'custom', NULL,"
+                             " '{}'::bytea, 1, 0, 3, false, NULL, '', 0)", (HEADER["id"],))
             conn.execute("SET lock_timeout = 0")
         assert store.tail() == tail

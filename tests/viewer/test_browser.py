@@ -394,3 +394,30 @@ def test_real_pi_sessions_render(browser: Any, tmp_path: Path, name: str) -> Non
             "return ok", start, min(start + 100, len(lines)))
     assert opened == len(range(0, len(lines), 8))
     assert console_errors(browser) == []
+
+
+def test_compaction_card_shows_the_summary_calls_cache_reads_and_writes(browser: Any, tmp_path: Path) -> None:
+    """A compaction written with compaction.reusePromptCache: its usage and whether the prefix was reused."""
+    session = tmp_path / "cached.jsonl"
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines):
+        entry = json.loads(line)
+        if entry.get("type") == "compaction":
+            entry["usage"] = {"input": 40, "output": 310, "cacheRead": 15200, "cacheWrite": 25, "totalTokens": 15575,
+                              "cost": {"input": 0.00012, "output": 0.00465, "cacheRead": 0.00456,
+                                       "cacheWrite": 0.0000938, "total": 0.0094238}}
+            entry["details"] = {**(entry.get("details") or {}), "summaryModel": "anthropic/claude-x",
+                                "promptCache": {"reused": True, "prefixMessages": 12}}
+            lines[n] = json.dumps(entry)
+    session.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    open_page(browser, export(session, tmp_path / "cached.html"))
+    browser.find_element("css selector", "#tabs button[data-tab='compactions']").click()
+    cost = browser.find_element("css selector", ".card.compaction .summary-cost").text
+    assert cost == ("summary call by anthropic/claude-x: input 40 · output 310 · cache read 15,200 · cache write 25"
+                    " · $0.0094 · over the session's cached prefix")
+    assert console_errors(browser) == []
+    # The example's own compaction: its usage, no summary model and no prompt-cache note recorded.
+    open_page(browser, export(EXAMPLE, tmp_path / "plain.html"))
+    browser.find_element("css selector", "#tabs button[data-tab='compactions']").click()
+    plain = browser.find_element("css selector", ".card.compaction .summary-cost").text
+    assert plain == "summary call: input 22,625 · output 1,204 · cache read 0 · cache write 0 · $0.0859"

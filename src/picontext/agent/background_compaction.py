@@ -137,7 +137,7 @@ class BackgroundCompaction:
         signal = AbortSignal()
         task = asyncio.ensure_future(summarize_preparation(
             prep, completion, reserve_tokens=plan.settings.reserve_tokens, thinking_level=host.thinking_level,
-            signal=signal,
+            signal=signal, prompt_cache=self.rt.prompt_cache(plan, completion),
         ))
         previous = prep.previous_compaction
         summarized = frozenset(

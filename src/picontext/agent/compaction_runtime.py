@@ -40,13 +40,14 @@ from picontext.agent.events import CompactionReason
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.overflow import is_context_overflow, is_recoverable_length, reports_usage
 from picontext.ai.retrying import RetryCallbacks
-from picontext.compaction.calibration import calibrated_projected_tokens, calibrated_tokens, learn_ratio, samples
+from picontext.compaction.calibration import calibrated_projected_tokens, dense_tokens, learn_ratios, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
+from picontext.compaction.prompt_cache import CachedPrefix, plan_cached_prefix
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings, model_key
-from picontext.compaction.summarize import summarize_preparation
+from picontext.compaction.summarize import history_max_tokens, summarize_preparation
 from picontext.compaction.summary_model import summarizer_ref, summary_completion, with_summary_model
 from picontext.compaction.tokens import (
     calculate_context_tokens,
@@ -332,8 +333,10 @@ class CompactionRuntime:
                 return False
             tokens = int(estimate["tokens"])
             if settings.calibrate_tokens:
-                ratio = learn_ratio(samples(projection.messages), model_key(self.s.model))
-                tokens = calibrated_tokens(int(estimate["usageTokens"]), int(estimate["trailingTokens"]), ratio)
+                ratios = learn_ratios(samples(projection.messages), model_key(self.s.model))
+                start = 0 if index is None else index + 1
+                dense = sum(dense_tokens(m) for m in projection.messages[start:])
+                tokens = int(estimate["usageTokens"]) + ratios.apply(int(estimate["trailingTokens"]), dense)
         else:
             tokens = direct
         return await self._due(tokens, settings, signal)
@@ -356,6 +359,20 @@ class CompactionRuntime:
             self.s.model, api_key=options.api_key, retry=self.s.retry_policy, stream_fn=self.s.stream_fn,
             client=options.client, callbacks=self._retry_callbacks(source),
         )
+
+    def prompt_cache(self, plan: _Plan, completion: Completion) -> CachedPrefix | str | None:
+        """Ours (compaction.reusePromptCache): the session's last request to send the summary
+        over, or why not; None when the setting is off (Pi's request, byte for byte)."""
+        if not plan.settings.reuse_prompt_cache:
+            return None
+        if self.s.summarizer is not None or not isinstance(completion, StreamCompletion):
+            return "the summarizer is not a provider model"
+        model = completion.model
+        if model_key(model) != model_key(self.s.model):
+            return "another model writes the summaries (compaction.model); a prompt cache belongs to one model"
+        window = int(model.get("contextWindow") or 0)
+        budget = history_max_tokens(plan.settings.reserve_tokens, int(model.get("maxTokens") or 0))
+        return plan_cached_prefix(plan.preparation, self.s.last_request, window=window, max_tokens=budget)
 
     def _retry_callbacks(self, source: str) -> RetryCallbacks:
         emit = self.s.emit
@@ -592,7 +609,7 @@ class CompactionRuntime:
         level = self.s.thinking_level
         task = asyncio.ensure_future(summarize_preparation(
             plan.preparation, completion, reserve_tokens=plan.settings.reserve_tokens, instructions=instructions,
-            thinking_level=level, signal=controller,
+            thinking_level=level, signal=controller, prompt_cache=self.prompt_cache(plan, completion),
         ))
         aborted = asyncio.Event()
         loop = asyncio.get_running_loop()

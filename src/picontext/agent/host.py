@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from picontext.ai.providers import StreamOptions
     from picontext.ai.retry import RetryPolicy
     from picontext.compaction.completion import Completion
+    from picontext.compaction.prompt_cache import SessionRequest
     from picontext.compaction.settings import Settings
     from picontext.session.manager import SessionManager
 
@@ -61,6 +62,8 @@ class CompactionHost(HookHost, Protocol):
     retry_policy: RetryPolicy
     summarizer: Completion | None
     stream_fn: Any
+    last_request: SessionRequest | None
+    """The provider request the session sent last (a summary may reuse its cached prefix)."""
 
     @property
     def thinking_level(self) -> str: ...

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -59,6 +60,7 @@ from picontext.ai.retry import RetryPolicy
 from picontext.ai.stream import StreamFunction, stream
 from picontext.ai.types import AgentMessage, AssistantMessage, ImageContent
 from picontext.compaction.completion import Completion
+from picontext.compaction.prompt_cache import SessionRequest
 from picontext.compaction.settings import Settings
 from picontext.compaction.tokens import calculate_context_tokens, get_assistant_usage
 from picontext.session.manager import SessionManager
@@ -150,6 +152,7 @@ class AgentSession:
         self.settings = settings or Settings()
         self.retry_policy = retry or retry_policy_from_settings(self.settings.data)
         self.summarizer = summarizer
+        self.last_request: SessionRequest | None = None
         self.compaction = CompactionRuntime(self)
         self.retries = RetryRuntime(self, sleep)
         self.compaction_requests_per_prompt = compaction_requests_per_prompt
@@ -514,7 +517,7 @@ class AgentSession:
         return AgentLoopConfig(
             model=self.model,
             thinking_level=self.thinking_level,
-            stream_fn=self.stream_fn,
+            stream_fn=self._recorded_stream,
             stream_options=options,
             hooks=self.hooks,
             prepare_next_turn=self._prepare_next_turn,
@@ -524,6 +527,12 @@ class AgentSession:
             tool_execution=self.tool_execution,
             clock=self.clock,
         )
+
+    def _recorded_stream(self, model: Model, context: Any, options: StreamOptions) -> Any:
+        """`stream_fn`, remembering the request: a summary may be sent as its cached prefix
+        (compaction.reusePromptCache)."""
+        self.last_request = SessionRequest(model, context, options, int(time.time() * 1000))
+        return self.stream_fn(model, context, options)
 
     async def _consume(self, events: AsyncIterator[AgentEvent]) -> None:
         async for event in events:

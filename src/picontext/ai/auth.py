@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from picontext.ai.models import Model, picontext_dir
+from picontext.ai.models import Model, is_local_base_url, picontext_dir
 from picontext.errors import ConfigError
 
 __all__ = [
@@ -131,8 +131,7 @@ def require_api_key(
     )
 
 
-def _is_local(base_url: str) -> bool:
-    return any(h in base_url for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
+_is_local = is_local_base_url
 
 
 def save_api_key(provider: str, key: str, *, directory: Path | None = None) -> Path:

@@ -35,6 +35,7 @@ __all__ = [
     "builtin_models",
     "calculate_cost",
     "default_catalog",
+    "is_local_base_url",
     "load_user_models",
     "picontext_dir",
 ]
@@ -126,6 +127,12 @@ def builtin_models() -> list[Model]:
             }
         )
     return out
+
+
+def is_local_base_url(base_url: str) -> bool:
+    """A server on this machine (llama.cpp, Ollama, LM Studio, vLLM): keyless, reads `max_tokens`,
+    and serves one request at a time on the same hardware."""
+    return any(h in base_url for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
 
 
 def picontext_dir(env: dict[str, str] | None = None) -> Path:

@@ -79,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     printer = JsonPrinter() if getattr(args, "mode", "text") == "json" else TextPrinter()
     session.subscribe(printer)
     asyncio.run(_run(session, text))
-    return _exit_code(printer.last_reply, session.model, getattr(printer, "overflow_failed", False))
+    return _exit_code(printer.last_reply, session.model, printer.overflow_error)
 
 
 async def _run(session: AgentSession, text: str) -> None:
@@ -94,7 +94,30 @@ async def _run(session: AgentSession, text: str) -> None:
         await session.aclose()
 
 
-def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow_failed: bool = False) -> int:
+_RECOVERY_FAILED = "Context overflow recovery failed: "
+
+
+def overflow_error(event: Mapping[str, Any]) -> str | None:
+    """The error of an overflow compaction that failed (a `compaction_end` event), else None."""
+    if event.get("type") != "compaction_end" or event.get("reason") != "overflow" or event.get("result") is not None \
+            or event.get("aborted"):
+        return None
+    return compaction_error(str(event.get("errorMessage") or "unknown error"))
+
+
+def _overflow_message(error: str | None) -> str:
+    """Why an overflowed request could not be recovered, in one line."""
+    if error is not None and error.startswith(_RECOVERY_FAILED):  # the summary itself failed
+        reason = error[len(_RECOVERY_FAILED):].splitlines()[0] if error[len(_RECOVERY_FAILED):] else "unknown error"
+        return f"context overflow: the session could not be compacted: {reason}"
+    if error is not None:  # compacted, retried once, and still too large
+        return ("context overflow: one compaction and retry did not help; the request is still larger than the "
+                "model's window. Try `picontext compact` with --instructions, or a model with a larger window")
+    return ("context overflow: the request is larger than the model's window and the session could not be "
+            "compacted (is compaction disabled in settings.json?)")
+
+
+def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow: str | None = None) -> int:
     if reply is None:
         return 0
     reason = reply.get("stopReason")
@@ -104,11 +127,7 @@ def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow_faile
     if reason == "error":
         message = (reply.get("errorMessage") or "the model returned an error").splitlines()[0]
         if is_context_overflow(reply):
-            message = ("context overflow: one compaction and retry did not help; the request is still larger "
-                       "than the model's window. Try `picontext compact` with --instructions, or a model with a "
-                       "larger window" if overflow_failed else
-                       "context overflow: the request is larger than the model's window and the session could "
-                       "not be compacted (is compaction disabled in settings.json?)")
+            message = _overflow_message(overflow)
         elif message.startswith(_UNREACHABLE) and isinstance(model, dict) and model.get("baseUrl"):
             message = f"{message} — is the server at {model['baseUrl']} running?"
         print(f"picontext: {message}", file=sys.stderr)
@@ -122,7 +141,7 @@ class TextPrinter:
 
     def __init__(self) -> None:
         self.last_reply: AssistantMessage | None = None
-        self.overflow_failed = False
+        self.overflow_error: str | None = None
         self._open_line = False
 
     def _note(self, text: str) -> None:
@@ -165,12 +184,14 @@ class TextPrinter:
                 self._note("picontext: compaction cancelled")
             elif event.get("result") is None:
                 error = compaction_error(str(event.get("errorMessage") or "unknown error"))
-                if event.get("reason") == "overflow" and error.startswith(("Context overflow recovery failed",
-                                                                           "Truncated response recovery")):
-                    self.overflow_failed = True
+                self.overflow_error = overflow_error(event) or self.overflow_error
+                if event.get("reason") == "overflow" and error.startswith(_RECOVERY_FAILED):
+                    self._note(f"picontext: compaction failed: {error[len(_RECOVERY_FAILED):].splitlines()[0]}")
+                elif event.get("reason") == "overflow" and error.startswith(("Context overflow recovery failed",
+                                                                             "Truncated response recovery")):
                     self._note("picontext: context overflow: one compaction and retry did not help")
                 else:
-                    self._note(f"picontext: compaction failed: {error}")
+                    self._note(f"picontext: compaction failed: {error.splitlines()[0]}")
             else:
                 before = event.get("tokensBefore")
                 after = event.get("tokensAfter")
@@ -196,10 +217,12 @@ class JsonPrinter:
 
     def __init__(self) -> None:
         self.last_reply: AssistantMessage | None = None
+        self.overflow_error: str | None = None
 
     def __call__(self, event: AgentEvent) -> None:
         if event["type"] == "message_end" and event["message"].get("role") == "assistant":
             self.last_reply = event["message"]  # type: ignore[assignment]
+        self.overflow_error = overflow_error(event) or self.overflow_error
         sys.stdout.buffer.write(dumps_line(to_json_event(event)))
         sys.stdout.flush()
 

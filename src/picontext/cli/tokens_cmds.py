@@ -116,9 +116,10 @@ def _accuracy(args: argparse.Namespace, messages: list[Any]) -> int:
         return 0
     out = render.console()
     out.print(Text(f"{'msg':>5} {'reported':>10} {'chars/4':>10} {'error':>8} {'calibrated':>11} {'error':>8} "
-                   f"{'ratio':>7}  model", style="bold"))
+                   f"{'dense/words':>11}  model", style="bold"))
     for r in rows:
+        ratios = f"{r['denseRatio']:.2f}/{r['wordRatio']:.2f}"
         out.print(f"{r['index']:>5} {r['reported']:>10} {r['estimate']:>10} {r['error']:>8.1%} {r['calibrated']:>11} "
-                  f"{r['calibratedError']:>8.1%} {r['ratio']:>7.3f}  {r['model']}")
+                  f"{r['calibratedError']:>8.1%} {ratios:>11}  {r['model']}")
     out.print(_accuracy_line(summary) if rows else "no two consecutive usage reports of one model: nothing to compare")
     return 0

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from picontext.ai.event_stream import AbortSignal
-from picontext.ai.models import Model
+from picontext.ai.models import Model, is_local_base_url
 from picontext.ai.retry import RetryPolicy
 from picontext.ai.retrying import RetryCallbacks, complete_with_retry
 from picontext.ai.types import empty_usage
@@ -69,7 +69,8 @@ class Completion(Protocol):
 
     `context_window` (0 = unknown) sizes the summarizer's input (chunking, §5c of issue 3);
     `max_output_tokens` (0 = uncapped) caps the output budgets; `reasoning` says whether the model
-    accepts a thinking level.
+    accepts a thinking level. An optional `one_at_a_time` attribute (default False) says the
+    server must not get two summary requests at once (see `StreamCompletion`).
     """
 
     context_window: int
@@ -126,6 +127,7 @@ class ScriptedCompletion:
     context_window: int = 128_000
     max_output_tokens: int = 0
     reasoning: bool = False
+    one_at_a_time: bool = False
     default: Reply | None = None
     requests: list[CompletionRequest] = field(default_factory=list)
 
@@ -158,6 +160,11 @@ class StreamCompletion:
     retry loop (`picontext.ai.retrying.complete_with_retry`): transient errors are retried with
     the `retry` back-off or the server's Retry-After, each wait announced through `callbacks`
     (Pi `completeSummarization`, spec 02 §7.5). An aborted reply is never retried.
+
+    `one_at_a_time` is True for a server on this machine: two requests there share the same
+    hardware, so running them together saves nothing, and llama-cpp-python's server (by default)
+    cancels the running stream whenever another request arrives, so concurrent summary requests
+    would cancel each other, be retried, and cancel each other again.
     """
 
     def __init__(
@@ -175,6 +182,7 @@ class StreamCompletion:
         self.context_window = int(model.get("contextWindow") or 0)
         self.max_output_tokens = int(model.get("maxTokens") or 0)
         self.reasoning = bool(model.get("reasoning"))
+        self.one_at_a_time = is_local_base_url(str(model.get("baseUrl") or ""))
         self._api_key = api_key
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -197,7 +205,12 @@ class StreamCompletion:
             client=self._client,
         )
         context = cast("Context", {"systemPrompt": system_prompt, "messages": list(messages), "tools": []})
+        return await self.send(self.model, context, stream_options)
+
+    async def send(self, model: Model, context: Any, options: Any) -> dict[str, Any]:
+        """A request built by the caller (the session's cached prefix, compaction/prompt_cache.py),
+        through the same retry loop, stream function and callbacks."""
         return await complete_with_retry(  # type: ignore[return-value]
-            self.model, context, stream_options,
+            model, context, options,
             policy=self._retry, sleep=self._sleep, callbacks=self._callbacks, stream_fn=self._stream,
         )

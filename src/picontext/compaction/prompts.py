@@ -18,6 +18,8 @@ __all__ = [
     "TURN_PREFIX_PROMPT",
     "UPDATE_PROMPT",
     "branch_request",
+    "cached_history_request",
+    "cached_turn_prefix_request",
     "history_request",
     "turn_prefix_request",
 ]
@@ -62,9 +64,7 @@ HISTORY_PROMPT = (
     "messages exactly as they appear."
 )
 
-UPDATE_PROMPT = (
-    "The transcript above continues a session that already has a hand-off note, given in "
-    "<previous-summary>. Write the new version of that note so that it covers both.\n\n"
+_UPDATE_RULES = (
     "Rules:\n"
     "- Carry over everything from the old note unless it has clearly stopped mattering.\n"
     "- Add the new progress, decisions and facts from the transcript.\n"
@@ -76,6 +76,11 @@ UPDATE_PROMPT = (
     "Goal: keep it, and add to it if the work grew. Constraints: keep them all and add new ones. "
     "Done: the old items plus the newly finished ones. Key Decisions: keep them all and add new ones. "
     "Critical Context: keep what still matters and add what is new."
+)
+
+UPDATE_PROMPT = (
+    "The transcript above continues a session that already has a hand-off note, given in "
+    "<previous-summary>. Write the new version of that note so that it covers both.\n\n" + _UPDATE_RULES
 )
 
 TURN_PREFIX_PROMPT = (
@@ -122,6 +127,46 @@ def history_request(conversation: str, previous_summary: str | None, instruction
     if instructions:
         text += f"\n\nAdditional focus: {instructions}"
     return text
+
+
+# The cached-prefix variants (compaction/prompt_cache.py): the conversation is not quoted but is
+# the request's own history, under the session's system prompt and tools, so the instruction
+# itself has to stop the model from continuing it.
+CACHED_STOP = (
+    "Stop here. Do not answer or continue the conversation above and do not call any tool: your only "
+    "output is the note described below, in exactly that format.\n\n"
+)
+
+CACHED_HISTORY_PROMPT = CACHED_STOP + HISTORY_PROMPT.replace("the transcript above", "the conversation above").replace(
+    "the transcript", "the conversation")
+
+CACHED_UPDATE_PROMPT = CACHED_STOP + (
+    "The conversation above begins with the hand-off note of the session's earlier part. Write the new "
+    "version of that note so that it covers that earlier part and everything after it.\n\n" + _UPDATE_RULES
+).replace("from the transcript", "from the conversation")
+
+CACHED_TURN_PREFIX_PROMPT = CACHED_STOP + (
+    "The conversation above ends inside one long turn, which began with the last user request above. "
+    "Only the rest of that turn, after this point, stays in the conversation verbatim. Write a short note "
+    "about that turn so far that makes the retained rest understandable, with these sections:\n\n"
+    "## Original Request\n<What the user asked for in this turn>\n\n"
+    "## Early Progress\n- <Decisions made and work done in this turn so far>\n\n"
+    "## Context for Suffix\n- <What someone reading only the rest of the turn needs to know>\n\n"
+    "Keep it short; copy paths, names and error messages exactly."
+)
+
+
+def cached_history_request(has_previous_summary: bool, instructions: str | None) -> str:
+    """Instruction ending a history summary request over the session's own cached prefix."""
+    text = CACHED_UPDATE_PROMPT if has_previous_summary else CACHED_HISTORY_PROMPT
+    if instructions:
+        text += f"\n\nAdditional focus: {instructions}"
+    return text
+
+
+def cached_turn_prefix_request() -> str:
+    """Instruction ending a turn-prefix summary request over the session's own cached prefix."""
+    return CACHED_TURN_PREFIX_PROMPT
 
 
 def turn_prefix_request(conversation: str) -> str:

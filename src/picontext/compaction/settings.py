@@ -10,7 +10,7 @@ Files use Pi's settings.json keys, so a Pi file can be copied over unchanged:
                     "exactSplitTurns": false,
                     # picontext's own, all off unless set (docs/compaction.md "Beyond Pi"):
                     "backgroundTokens": 0, "resumable": false, "model": null, "calibrateTokens": false,
-                    "loopGuard": true},
+                    "loopGuard": true, "reusePromptCache": false},
      "branchSummary": {"reserveTokens": 16384, "skipPrompt": false}}
 
 Precedence is the reference's (spec 02 §3.2-3.3): the project file is deep-merged over the global
@@ -53,7 +53,9 @@ class CompactionSettings:
     `background_tokens` (> 0: start summarizing in the background above this many tokens),
     `resumable` (persist the chosen span before the summary request, resume it after a crash),
     `model` (`"provider/id"` of the summarizing model; None = the session's model),
-    `calibrate_tokens` (learn reported/estimated token ratios per model for the trigger).
+    `calibrate_tokens` (learn reported/estimated token ratios per model for the trigger),
+    `reuse_prompt_cache` (send the summary request as the session's cached prefix plus one
+    instruction, where the provider caches prompts: `compaction/prompt_cache.py`).
     `loop_guard` (on by default, like the rest of the anti-thrash rules) refuses a compaction of
     the span the previous one already summarized and stops a run of compactions that free nothing.
     """
@@ -67,6 +69,7 @@ class CompactionSettings:
     model: str | None = None
     calibrate_tokens: bool = False
     loop_guard: bool = True
+    reuse_prompt_cache: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The reference's object (`{enabled, reserveTokens, keepRecentTokens}`), plus opt-ins when on."""
@@ -84,6 +87,8 @@ class CompactionSettings:
             out["calibrateTokens"] = True
         if not self.loop_guard:
             out["loopGuard"] = False
+        if self.reuse_prompt_cache:
+            out["reusePromptCache"] = True
         return out
 
     @classmethod
@@ -101,6 +106,7 @@ class CompactionSettings:
             model=value.get("model", default.model),
             calibrate_tokens=bool(value.get("calibrateTokens", default.calibrate_tokens)),
             loop_guard=bool(value.get("loopGuard", default.loop_guard)),
+            reuse_prompt_cache=bool(value.get("reusePromptCache", default.reuse_prompt_cache)),
         )
 
 
@@ -163,7 +169,7 @@ def _check_model_ref(container: Mapping[str, Any], source: str, prefix: str) -> 
 
 
 def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> None:
-    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard"):
+    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard", "reusePromptCache"):
         _check_bool(section, name, source, prefix)
     _check_int(section, "reserveTokens", source, prefix)
     _check_int(section, "keepRecentTokens", source, prefix)
@@ -282,6 +288,7 @@ class Settings:
             model=model if isinstance(model, str) else None,
             calibrate_tokens=bool(section.get("calibrateTokens", False)),
             loop_guard=True if loop_guard is None else bool(loop_guard),
+            reuse_prompt_cache=bool(section.get("reusePromptCache", False)),
         )
 
     def branch_summary(self) -> BranchSummarySettings:

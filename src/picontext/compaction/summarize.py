@@ -4,7 +4,8 @@ Mirrors Pi `compact()` / `generateSummary()` / `generateTurnPrefixSummary()` (co
 spec 02 §7.3-§7.7) with these deliberate differences (docs/divergences.md):
 
 * split-turn history and turn-prefix summaries are requested concurrently (Pi: one after the
-  other) and merged in the same order;
+  other) and merged in the same order, except on a server that takes one request at a time
+  (`Completion.one_at_a_time`, a server on this machine), where they run one after the other;
 * `aborted` and empty replies are typed failures (Pi returns their text);
 * `firstKeptEntryId` is checked before any request (Pi: after spending tokens);
 * a span too large for the summarizing model's window is summarized in chunks, oldest first,
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +37,12 @@ from picontext.compaction.file_ops import (
     extract_file_ops,
     format_file_operations,
 )
+from picontext.compaction.prompt_cache import CachedPrefix
 from picontext.compaction.serialize import serialize_conversation, utf16_len
 from picontext.compaction.verify import VerifiedFacts, extract_facts, parse_ledger, strip_machine_blocks, verify_summary
 from picontext.errors import (
     CompactionError,
+    SummarizationFailed,
     SummaryAborted,
     SummaryEmpty,
     SummaryError,
@@ -189,6 +192,16 @@ class _Calls:
     async def ask(self, user_text: str, max_tokens: int, label: str) -> str:
         messages = [{"role": "user", "content": [{"type": "text", "text": user_text}], "timestamp": 0}]
         reply = await self.completion(prompts.SYSTEM_PROMPT, messages, max_tokens, self.options)
+        return self._text(reply, label)
+
+    async def ask_cached(self, cached: CachedPrefix, end: int, instruction: str, max_tokens: int,
+                         label: str) -> str:
+        """One request over the session's own prefix `messages[:end]` plus `instruction`."""
+        model, context, options = cached.request_for(end, instruction, max_tokens, self.options.signal)
+        reply = await self.completion.send(model, context, options)  # type: ignore[attr-defined]
+        return self._text(reply, label)
+
+    def _text(self, reply: dict[str, Any], label: str) -> str:
         self.count += 1
         self.usage = add_usage(self.usage, reply.get("usage") if isinstance(reply.get("usage"), dict) else None)
         return strip_machine_blocks(reply_text(reply, label))
@@ -217,6 +230,62 @@ async def _turn_prefix(calls: _Calls, messages: Sequence[Any], max_tokens: int) 
         summary = await calls.ask(prompts.history_request(chunk, summary, None), max_tokens,
                                   "Turn prefix summarization")
     return summary
+
+
+async def _plain_summary(calls: _Calls, prep: Any, previous: str | None, instructions: str | None,
+                         history_budget: int, prefix_budget: int) -> str:
+    """The summary text from Pi's requests: the serialized transcript under the summarizer's prompt."""
+    to_summarize = list(_get(prep, "messages_to_summarize", []))
+    prefix = list(_get(prep, "turn_prefix_messages", []))
+    if not (_get(prep, "is_split_turn") and prefix):
+        return await _history(calls, to_summarize, previous, instructions, history_budget)
+    fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
+    if getattr(calls.completion, "one_at_a_time", False):  # Pi's order: history, then the prefix
+        history = (await _history(calls, to_summarize, previous, instructions, history_budget)
+                   if to_summarize else fallback)
+        return history + prompts.SPLIT_TURN_SEPARATOR + await _turn_prefix(calls, prefix, prefix_budget)
+    try:
+        async with asyncio.TaskGroup() as group:  # Pi: sequential; the two requests are independent
+            history_task = (
+                group.create_task(_history(calls, to_summarize, previous, instructions, history_budget))
+                if to_summarize else None
+            )
+            prefix_task = group.create_task(_turn_prefix(calls, prefix, prefix_budget))
+    except ExceptionGroup as group_error:
+        raise group_error.exceptions[0] from None
+    history = history_task.result() if history_task else fallback
+    return history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
+
+
+async def _cached_summary(calls: _Calls, cached: CachedPrefix, prep: Any, previous: str | None,
+                         instructions: str | None, history_budget: int, prefix_budget: int) -> str:
+    """The summary text from requests over the session's cached prefix (prompt_cache.py)."""
+    to_summarize = bool(_get(prep, "messages_to_summarize"))
+    history_text = prompts.cached_history_request(bool(previous), instructions)
+
+    def history_ask() -> Coroutine[Any, Any, str]:
+        return calls.ask_cached(cached, cached.history_end, history_text, history_budget, "Summarization")
+
+    if cached.turn_end is None:
+        return await history_ask()
+    turn_end = cached.turn_end
+
+    def prefix_ask() -> Coroutine[Any, Any, str]:
+        return calls.ask_cached(cached, turn_end, prompts.cached_turn_prefix_request(), prefix_budget,
+                                "Turn prefix summarization")
+
+    fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
+    if getattr(calls.completion, "one_at_a_time", False):  # a server that cancels a stream when another comes
+        history = await history_ask() if to_summarize else fallback
+        return history + prompts.SPLIT_TURN_SEPARATOR + await prefix_ask()
+    try:
+        async with asyncio.TaskGroup() as group:
+            history_task = group.create_task(history_ask()) if to_summarize else None
+            prefix_task = group.create_task(prefix_ask())
+    except ExceptionGroup as group_error:
+        raise group_error.exceptions[0] from None
+    history = history_task.result() if history_task else fallback
+    return history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
 
 
 def _get(prep: Any, name: str, default: Any = None) -> Any:
@@ -256,6 +325,7 @@ async def summarize_preparation(
     signal: Any = None,
     previous_facts: VerifiedFacts | None = None,
     verify: bool = True,
+    prompt_cache: CachedPrefix | str | None = None,
 ) -> SummaryResult:
     """Write the summary of a `CompactionPreparation` (Pi `compact`); raises on any failure.
 
@@ -263,6 +333,12 @@ async def summarize_preparation(
     `is_split_turn`, `tokens_before`, `previous_summary` and `file_ops` (or `read_files` and
     `modified_files`). `previous_facts` are the verified facts of the previous compaction
     (`details.verifiedFacts`); without them the previous summary's ledger is parsed.
+
+    `prompt_cache` (`compaction.reusePromptCache`, ours): a `CachedPrefix` sends the requests
+    over the session's own cached prefix (`completion` must then have `send`, as
+    `StreamCompletion` has); if they fail for any reason but an abort, the usual requests are
+    sent instead. A string is the reason the prefix could not be used. Either way the outcome is
+    recorded in `details.promptCache`; with None (the setting off) nothing changes.
     """
     first_kept = _get(prep, "first_kept_entry_id")
     if not first_kept:
@@ -275,23 +351,29 @@ async def summarize_preparation(
         None, "", "off") else None
     calls = _Calls(completion, CompletionOptions(reasoning=reasoning, signal=signal))
     history_budget = history_max_tokens(reserve_tokens, model_max)
+    prefix_budget = turn_prefix_max_tokens(reserve_tokens, model_max)
 
-    if _get(prep, "is_split_turn") and prefix:
-        prefix_budget = turn_prefix_max_tokens(reserve_tokens, model_max)
+    cache_note: dict[str, Any] | None = None
+    text: str | None = None
+    if isinstance(prompt_cache, str):
+        cache_note = {"reused": False, "reason": prompt_cache}
+    elif prompt_cache is not None and not hasattr(completion, "send"):
+        cache_note = {"reused": False, "reason": "the summarizer is not a provider model"}
+    elif prompt_cache is not None:
         try:
-            async with asyncio.TaskGroup() as group:  # Pi: sequential; the two requests are independent
-                history_task = (
-                    group.create_task(_history(calls, to_summarize, previous, instructions, history_budget))
-                    if to_summarize else None
-                )
-                prefix_task = group.create_task(_turn_prefix(calls, prefix, prefix_budget))
-        except ExceptionGroup as group_error:
-            raise group_error.exceptions[0] from None
-        fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
-        history = history_task.result() if history_task else fallback
-        text = history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
-    else:
-        text = await _history(calls, to_summarize, previous, instructions, history_budget)
+            text = await _cached_summary(calls, prompt_cache, prep, previous, instructions, history_budget,
+                                         prefix_budget)
+            cache_note = {"reused": True, "prefixMessages": prompt_cache.history_end}
+            if prompt_cache.turn_end is not None:
+                cache_note["turnPrefixMessages"] = prompt_cache.turn_end
+        except SummaryAborted:
+            raise
+        except SummarizationFailed as exc:
+            cache_note = {"reused": False, "reason": f"the request over the cached prefix failed ({exc}); "
+                                                     "the usual request was sent"}
+
+    if text is None:
+        text = await _plain_summary(calls, prep, previous, instructions, history_budget, prefix_budget)
 
     read_files, modified_files = preparation_file_lists(prep)
     seed = previous_facts if previous_facts is not None else _previous_facts(prep, previous)
@@ -299,10 +381,14 @@ async def summarize_preparation(
     facts.modified_files = list(modified_files)
     missing = VerifiedFacts()
     if verify:
-        text, missing = verify_summary(text, facts)
+        # One character per token of the summary's budget: even text where every character is a
+        # token (digits, a hex dump) then adds no more than the summary the model could write.
+        text, missing = verify_summary(text, facts, max_request_chars=history_budget)
     details: dict[str, Any] = {"readFiles": read_files, "modifiedFiles": modified_files}
     if verify:
         details["verifiedFacts"] = facts.to_json()
+    if cache_note is not None:
+        details["promptCache"] = cache_note
     summary = text + format_file_operations(read_files, modified_files)
     return SummaryResult(summary, first_kept, int(_get(prep, "tokens_before", 0) or 0), calls.usage, details,
                          calls.count, missing)

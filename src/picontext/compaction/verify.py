@@ -3,7 +3,7 @@
 After the model writes a summary, `verify_summary` compares it with what was summarized:
 
 * every modified file (the cumulative list of the preparation),
-* the last user request, verbatim,
+* the last user request, verbatim (its beginning when it is longer than the summary budget),
 * each error message quoted in the span (failed tool results, `...Error: ...` lines),
 
 and puts whatever the summary text does not contain into a machine-built `<verified-facts>`
@@ -131,12 +131,23 @@ def _normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def format_ledger(missing: VerifiedFacts) -> str:
-    """The `<verified-facts>` block for the facts in `missing`, or "" when nothing is missing."""
+def format_ledger(missing: VerifiedFacts, *, max_request_chars: int | None = None) -> str:
+    """The `<verified-facts>` block for the facts in `missing`, or "" when nothing is missing.
+
+    A last user request longer than `max_request_chars` is quoted by its beginning, and the
+    heading says how much of it is shown: a pasted log must not make the summary as large as
+    the context it replaces (the full text stays in `details.verifiedFacts`).
+    """
     lines: list[str] = []
-    if missing.last_user_request:
-        lines.append("Last user request (verbatim):")
-        lines.extend("> " + line for line in missing.last_user_request.split("\n"))
+    request = missing.last_user_request
+    if request:
+        if max_request_chars is not None and len(request) > max_request_chars:
+            lines.append(f"Last user request (verbatim, its first {max_request_chars:,} of {len(request):,} "
+                         "characters):")
+            request = request[:max_request_chars]
+        else:
+            lines.append("Last user request (verbatim):")
+        lines.extend("> " + line for line in request.split("\n"))
     if missing.modified_files:
         lines.append("Modified files:")
         lines.extend("- " + path for path in missing.modified_files)
@@ -172,11 +183,12 @@ def parse_ledger(summary: str | None) -> VerifiedFacts:
     return facts
 
 
-def verify_summary(text: str, facts: VerifiedFacts) -> tuple[str, VerifiedFacts]:
+def verify_summary(text: str, facts: VerifiedFacts, *, max_request_chars: int | None = None
+                   ) -> tuple[str, VerifiedFacts]:
     """`text` plus a ledger of the facts it misses; also returns those missing facts.
 
     A fact counts as stated when it occurs in `text` (whitespace-normalised), outside any
-    machine-built block.
+    machine-built block. `max_request_chars` bounds the quoted request (`format_ledger`).
     """
     body = _normalize(strip_machine_blocks(text))
     missing = VerifiedFacts()
@@ -185,4 +197,4 @@ def verify_summary(text: str, facts: VerifiedFacts) -> tuple[str, VerifiedFacts]
         missing.last_user_request = request
     missing.modified_files = [p for p in facts.modified_files if p not in body]
     missing.errors = [e for e in facts.errors if _normalize(e) not in body]
-    return text + format_ledger(missing), missing
+    return text + format_ledger(missing, max_request_chars=max_request_chars), missing

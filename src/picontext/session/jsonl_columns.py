@@ -30,7 +30,7 @@ import hashlib
 import os
 from array import array
 from itertools import accumulate
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
@@ -111,17 +111,7 @@ def write_columns(real_path: str, data: EntryColumns) -> None:
         payload = _encoder.encode(data)
     except (UnicodeEncodeError, msgspec.EncodeError):
         return  # an id with a lone surrogate: msgpack cannot hold it; no columns then
-    target = columns_path(real_path)
-    with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(payload)
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+    jsonl_index.write_cache_file(columns_path(real_path), payload)
 
 
 def new_hasher() -> Any:
@@ -224,13 +214,12 @@ class _Builder:
         starts = list(accumulate(sizes, initial=offset))
         starts = [start + i for i, start in enumerate(starts)]  # + one newline per line before
         starts.pop()
-        found = [_head_of(piece) for piece in pieces]
-        if None in found:  # blank or falsy lines: Pi skips them
-            kept = [i for i, head in enumerate(found) if head is not None]
-            found = [found[i] for i in kept]
+        heads: list[Any] = [_head_of(piece) for piece in pieces]  # no None left past the filter below
+        if None in heads:  # blank or falsy lines: Pi skips them
+            kept = [i for i, head in enumerate(heads) if head is not None]
+            heads = [heads[i] for i in kept]
             starts = [starts[i] for i in kept]
             sizes = [sizes[i] for i in kept]
-        heads = cast("list[_HeadWithRole]", found)  # the None heads were dropped just above
         if not heads:
             return
         kinds_here = [head.type for head in heads]

@@ -101,9 +101,13 @@ def write_index(real_path: str, data: IndexData) -> None:
         payload = _encoder.encode(data)
     except (UnicodeEncodeError, msgspec.EncodeError):
         return  # e.g. a lone surrogate in the first message: msgpack cannot hold it; no index then
-    target = index_path(real_path)
-    # UnicodeEncodeError: a name or first message with a lone surrogate (valid in a session file)
-    with contextlib.suppress(OSError, UnicodeEncodeError):
+    write_cache_file(index_path(real_path), payload)
+
+
+def write_cache_file(target: str, payload: bytes) -> None:
+    """Atomically (a per-process tmp, then rename): a reader sees the old cache or the new one.
+    Any OS error only costs speed next time, since every cache is checked against its file."""
+    with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         tmp = f"{target}.{os.getpid()}.tmp"
         try:

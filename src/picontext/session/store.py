@@ -93,15 +93,34 @@ class RawLine(msgspec.Struct, gc=False):
     """An entry not parsed yet: the few fields the tree index needs, and its line.
 
     Decoded straight from the line by msgspec, which skips every other field without building
-    Python objects for it. `line` is filled in afterwards (its JSON name cannot occur in a file).
-    Written back to a file as the original bytes, so an entry never parsed is copied byte for byte.
+    Python objects for it. The line is filled in afterwards (the JSON names of the fields after
+    `message` cannot occur in a file). Written back to a file as the original bytes, so an entry
+    never parsed is copied byte for byte.
+
+    A store that has the head without the line (the PostgreSQL store keeps heads in a column)
+    leaves `raw` empty and sets `source`, an object whose `line_of(seq)` returns the line of
+    record `seq` on first use (`LineSource`).
     """
 
     type: Any = msgspec.UNSET
     id: Any = msgspec.UNSET
     parentId: Any = msgspec.UNSET
     message: _MessageHead | msgspec.UnsetType | None = msgspec.UNSET
-    line: bytes = msgspec.field(default=b"", name="@@picontext raw line@@")
+    raw: bytes = msgspec.field(default=b"", name="@@picontext raw line@@")
+    seq: int = msgspec.field(default=-1, name="@@picontext seq@@")
+    source: Any = msgspec.field(default=None, name="@@picontext line source@@")
+
+    @property
+    def line(self) -> bytes:
+        if not self.raw and self.source is not None:
+            self.raw = self.source.line_of(self.seq)
+            self.source = None
+        return self.raw
+
+    @line.setter
+    def line(self, value: bytes) -> None:
+        self.raw = value
+        self.source = None
 
     def has_id(self) -> bool:
         return self.id is not msgspec.UNSET
@@ -186,7 +205,7 @@ def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> No
         n = start + offset
         raw = lines[n]
         if head is not None and type(head.type) is str and head.type in lazy_types:
-            head.line = raw
+            head.raw = raw
             append(head)
             continue
         try:

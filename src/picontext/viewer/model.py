@@ -282,7 +282,8 @@ def _compactions(branch: list[Any], timeline: Any, position: dict[int, int]) -> 
         out.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
                     "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
                     "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
-                    "details": entry.get("details") if isinstance(entry.get("details"), dict) else None})
+                    "details": entry.get("details") if isinstance(entry.get("details"), dict) else None,
+                    "usage": entry.get("usage") if isinstance(entry.get("usage"), dict) else None})
     return out
 
 

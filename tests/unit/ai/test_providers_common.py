@@ -136,3 +136,19 @@ SHORT_HASHES = {
     "h\u00e9llo \U0001f600 w\u00f6rld": "zpm4hl1o2ak9i",
     "rs_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef": "hgxku110zic69",
 }
+
+
+def test_output_cap_keeps_an_eighth_of_a_small_window_free() -> None:
+    from picontext.ai.providers.simple_options import base_max_tokens
+
+    def cap(window: int, context_chars: int, max_tokens: int = 100_000) -> int:
+        model = {"id": "m", "contextWindow": window, "maxTokens": max_tokens}
+        context = {"messages": [{"role": "user", "content": "x" * context_chars, "timestamp": 1}]}
+        return base_max_tokens(model, context, None)  # type: ignore[arg-type]
+
+    assert cap(2048, 4000) == 2048 - 1000 - 256  # Pi: 1 (4096 is twice the window)
+    assert cap(8192, 20000) == 8192 - 5000 - 1024  # Pi: 1 once the context passes ~4000 tokens
+    assert cap(200_000, 400_000) == 200_000 - 100_000 - 4096  # from 32768 up, Pi's 4096
+    assert cap(32768, 4000) == 32768 - 1000 - 4096
+    assert cap(2048, 8000) == 1  # an estimate over the window still leaves the floor of one token
+    assert cap(2048, 40, max_tokens=300) == 300  # the model's own cap when it fits

@@ -69,6 +69,10 @@ class StreamOptions:
         session_id: routing / prompt-cache id; not sent when `cache_retention` is "none".
         cache_retention: "short" (default), "long" (1h/24h where supported) or "none"
             (no cache writes at all: summarization requests use this, spec 02 §7.5).
+        cache_before_last: the last message is this request's own and no earlier request sent
+            it: the message cache breakpoint goes on the message before it (the end of the
+            prefix shared with earlier requests) instead of on the last user message. Summary
+            requests that reuse the session's cached prefix set it (compaction/prompt_cache.py).
         headers: extra request headers (win over defaults).
         timeout: per-request timeout in seconds (httpx semantics).
         client: an `httpx.AsyncClient` to use (tests inject transports); a fresh one otherwise.
@@ -84,6 +88,7 @@ class StreamOptions:
     thinking_budget_tokens: int | None = None
     session_id: str | None = None
     cache_retention: CacheRetention = "short"
+    cache_before_last: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
     client: httpx.AsyncClient | None = None

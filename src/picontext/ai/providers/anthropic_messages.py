@@ -133,8 +133,10 @@ def _assistant_blocks(msg: dict[str, Any]) -> list[dict[str, Any]]:
     return blocks
 
 
-def convert_messages(model: Model, messages: list[Any], cache: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Pure: the `messages` array (no system messages in `messages`)."""
+def convert_messages(model: Model, messages: list[Any], cache: dict[str, Any] | None, *,
+                     before_last: bool = False) -> list[dict[str, Any]]:
+    """Pure: the `messages` array (no system messages in `messages`). The message breakpoint is
+    on the last user message, or with `before_last` on the message before the last one."""
     out: list[dict[str, Any]] = []
     msgs = transform_messages(messages, model, _normalize_id)
     i = 0
@@ -179,13 +181,23 @@ def convert_messages(model: Model, messages: list[Any], cache: dict[str, Any] | 
             out.append({"role": "user", "content": results})
             continue
         i += 1
-    if cache and out and out[-1]["role"] == "user":
-        last = out[-1]
-        if isinstance(last["content"], str):
-            last["content"] = [{"type": "text", "text": last["content"], "cache_control": cache}]
-        elif last["content"]:
-            last["content"][-1]["cache_control"] = cache
+    if cache and before_last:
+        if len(out) >= 2:
+            _mark_last_block(out[-2], cache)
+    elif cache and out and out[-1]["role"] == "user":
+        _mark_last_block(out[-1], cache)
     return out
+
+
+def _mark_last_block(message: dict[str, Any], cache: dict[str, Any]) -> None:
+    """Breakpoint on the message's last block that may carry one (thinking blocks may not)."""
+    if isinstance(message["content"], str):
+        message["content"] = [{"type": "text", "text": message["content"], "cache_control": cache}]
+        return
+    for block in reversed(message["content"]):
+        if block.get("type") not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = cache
+            return
 
 
 def build_body(model: Model, context: Context, options: StreamOptions) -> dict[str, Any]:
@@ -203,7 +215,7 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
         budget = min(budget, max(0, max_tokens - 1024))
     body: dict[str, Any] = {
         "model": model["id"],
-        "messages": convert_messages(model, rest, cache),
+        "messages": convert_messages(model, rest, cache, before_last=options.cache_before_last),
         "max_tokens": max_tokens,
         "stream": True,
     }

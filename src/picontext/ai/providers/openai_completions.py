@@ -19,7 +19,7 @@ from typing import Any
 from picontext.ai._http import ProviderRequest, SseEvent, join_url
 from picontext.ai.event_stream import AssistantMessageStream
 from picontext.ai.events import AssistantMessageEvent
-from picontext.ai.models import Model, calculate_cost
+from picontext.ai.models import Model, calculate_cost, is_local_base_url
 from picontext.ai.providers._base import (
     Context,
     StreamOptions,
@@ -77,7 +77,7 @@ def _compat(model: Model) -> dict[str, Any]:
     )
     # Ours: a server on this machine (llama.cpp, Ollama, LM Studio, vLLM) reads `max_tokens`;
     # llama-cpp-python ignores `max_completion_tokens` and generates until its window is full.
-    local = any(h in base for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
+    local = is_local_base_url(base)
     use_max_tokens = (
         "chutes.ai" in base or deepseek or moonshot or cf_gateway or together or nvidia or ant_ling or zai or local
     )
@@ -286,9 +286,11 @@ def _has_tool_history(messages: list[Any]) -> bool:
 
 
 def _apply_cache_control(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, cc: dict[str, Any]
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, cc: dict[str, Any],
+    before_last: bool = False,
 ) -> None:
-    """OpenRouter's Anthropic models: breakpoints on the system prompt, the last tool, the last message."""
+    """OpenRouter's Anthropic models: breakpoints on the system prompt, the last tool, the last
+    message (with `before_last`: the last one before the request's own final message)."""
 
     def mark(message: dict[str, Any]) -> bool:
         content = message.get("content")
@@ -310,7 +312,7 @@ def _apply_cache_control(
             break
     if tools:
         tools[-1]["cache_control"] = cc
-    for m in reversed(messages):
+    for m in reversed(messages[:-1] if before_last else messages):
         if m["role"] in ("user", "assistant", "tool") and mark(m):
             break
 
@@ -344,7 +346,7 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
         body["tools"] = []  # proxies in front of Anthropic need it when history has tool calls
     if compat["cacheControlFormat"] == "anthropic" and retention != "none":
         cc: dict[str, Any] = {"type": "ephemeral", **({"ttl": "1h"} if long_cache else {})}
-        _apply_cache_control(messages, body.get("tools"), cc)
+        _apply_cache_control(messages, body.get("tools"), cc, options.cache_before_last)
     if options.tool_choice:
         body["tool_choice"] = options.tool_choice
     if compat.get("vllmPriority") is not None:

@@ -4,7 +4,8 @@ Ported from pi-ai `api/simple-options.js`, `models.js` (`clampThinkingLevel`),
 `utils/estimate.js` (`estimateContextTokens`) and `utils/hash.js` (`shortHash`). Pure.
 
 * The output cap is always sent: `options.max_tokens`, else the model's `maxTokens`, clamped so
-  that the estimated context + the cap + 4096 safety tokens fit the window (at least 1).
+  that the estimated context + the cap + a safety margin fit the window (at least 1). The margin
+  is Pi's 4096 tokens, but at most an eighth of the window (ours: docs/divergences.md).
 * The reasoning level is clamped to what the model supports (`thinkingLevelMap`; a model without
   `reasoning` supports only "off"); "off" or None means reasoning is switched off, which the
   providers send explicitly for reasoning models.
@@ -206,10 +207,21 @@ def estimate_context_tokens(context: Any) -> int:
     return sum(estimate_message_tokens(m) for m in messages)
 
 
+def context_safety_tokens(context_window: int) -> int:
+    """Tokens kept free beside the estimate: Pi's 4096, but at most an eighth of the window.
+
+    Pi's constant leaves a window of 4096 or less no output at all (every cap becomes 1) and an
+    8192 window none once the context passes half of it, so a small local model could neither
+    answer nor write a summary; from a 32768 window up the margin is Pi's.
+    """
+    return min(CONTEXT_SAFETY_TOKENS, math.ceil(context_window / 8))
+
+
 def clamp_max_tokens_to_context(model: Model, context: Any, max_tokens: int) -> int:
     if model["contextWindow"] <= 0:
         return max(1, max_tokens)
-    available = model["contextWindow"] - estimate_context_tokens(context) - CONTEXT_SAFETY_TOKENS
+    window = model["contextWindow"]
+    available = window - estimate_context_tokens(context) - context_safety_tokens(window)
     return min(max_tokens, max(1, available))
 
 

@@ -72,7 +72,13 @@ class Database:
     def _new_pool(self) -> ConnectionPool:
         return ConnectionPool(self.url, min_size=0, max_size=self.max_size, timeout=self.timeout, open=False,
                               check=self._check, configure=_configure,
-                              kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))})
+                              kwargs=self._connect_kwargs())
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        # No server-side prepared statements: a transaction-pooling PgBouncer (before 1.21) runs
+        # each transaction on any server connection, where a statement prepared on another one
+        # does not exist. Every statement is one call of a stored function, so little is lost.
+        return {"autocommit": True, "connect_timeout": max(1, int(self.timeout)), "prepare_threshold": None}
 
     def _check(self, conn: Any) -> None:
         """Ping a pooled connection before use only when it sat idle for a while (the server may
@@ -123,7 +129,9 @@ class Database:
             with self.connection():
                 pass
         try:
-            return psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.timeout)))
+            conn = psycopg.connect(self.url, **self._connect_kwargs())
+            _configure(conn)
+            return conn
         except psycopg.OperationalError as exc:
             raise self.unavailable(exc, writing=True) from exc
 

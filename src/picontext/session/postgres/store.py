@@ -28,25 +28,37 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import msgspec
+import orjson
 import psycopg
 
 from picontext import _json
 from picontext._clock import js_date_ms
-from picontext.errors import SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.errors import SessionError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import paths
 from picontext.session.postgres.database import Database, StoreUnavailableError, database
 from picontext.session.postgres.facts import FactsDelta
 from picontext.session.protocol import ListingFacts, LoadResult, Tail
 from picontext.session.store import (
+    LAZY_TYPES,
     RawLine,
+    _head,
+    _is_current,
     _is_js_falsy,
+    _MessageHead,
     _parse_full,
+    _parse_line,
     _parse_rest_lazily,
     is_header,
     parse_session_bytes,
 )
 
 LOCK_POLL = 0.005
+_encode_json = msgspec.json.Encoder().encode
+_decode_heads = msgspec.json.Decoder(list[RawLine]).decode
+LINE_WINDOW = 4096  # records fetched together when one deferred line is needed
+APPEND_ONE = ("SELECT * FROM picontext_append_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+APPEND = "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 # The writer sections this thread or task holds: (url, session) -> the section's connection.
 _HELD: contextvars.ContextVar[dict[tuple[str, str], Any] | None] = contextvars.ContextVar("picontext_pg_held",
                                                                                           default=None)
@@ -106,6 +118,26 @@ def encode_line(entry: Any) -> bytes:
     return _json.dumps_line(entry)[:-1]
 
 
+def head_of(line: bytes) -> bytes | None:
+    """What a lazy load needs of a line without the line itself (type, id, parentId, message
+    role, as the JSONL store's lazy load decodes them), as JSON; None for a line that is always
+    read whole (not a bulky entry type, or not decodable)."""
+    head = _head(line)
+    if head is None or type(head.type) is not str or head.type not in LAZY_TYPES:
+        return None
+    fields: dict[str, Any] = {"type": head.type}
+    if head.id is not msgspec.UNSET:
+        fields["id"] = head.id
+    if head.parentId is not msgspec.UNSET:
+        fields["parentId"] = head.parentId
+    message = head.message
+    if message is None:
+        fields["message"] = None
+    elif type(message) is _MessageHead:
+        fields["message"] = {} if message.role is msgspec.UNSET else {"role": message.role}
+    return _encode_json(fields)
+
+
 def _columns(entry: Any) -> tuple[str | None, str | None, str | None]:
     if type(entry) is RawLine:
         return clean_text(entry.id), clean_text(entry.parent_id), clean_text(entry.type)
@@ -122,6 +154,7 @@ class Batch:
         self.ids: list[str | None] = []
         self.parents: list[str | None] = []
         self.types: list[str | None] = []
+        self.heads: list[bytes | None] = []
         self.facts = FactsDelta()
         self.header: dict[str, Any] | None = None
 
@@ -134,6 +167,7 @@ class Batch:
         self.ids.append(entry_id)
         self.parents.append(parent)
         self.types.append(kind)
+        self.heads.append(head_of(line) if parsed else None)
         if not parsed or _is_js_falsy(value):
             return
         if self.header is None and is_header(value):
@@ -141,12 +175,60 @@ class Batch:
             return
         self.facts.add(value)
 
+    def call(self, session_id: str, generation: Any, expect: int | None) -> tuple[str, tuple[Any, ...]]:
+        """The statement that appends this batch after tail (generation, expect) (any tail when
+        `expect` is None): one line goes as plain parameters, several as arrays."""
+        f = self.facts
+        facts = (f.entry_count, f.message_count, f.size, f.name_set, fact_bytes(f.name),
+                 fact_bytes(f.first_message), f.last_activity_ms)
+        if len(self.lines) == 1:
+            return APPEND_ONE, (session_id, generation, expect, self.ids[0], self.parents[0], self.types[0],
+                                self.heads[0], self.lines[0], *facts)
+        return APPEND, (session_id, generation, expect, self.ids, self.parents, self.types, self.heads, self.lines,
+                        *facts)
+
     @classmethod
     def of_entries(cls, entries: list[Any]) -> Batch:
         batch = cls()
         for entry in entries:
             batch.add(encode_line(entry), entry)
         return batch
+
+
+class LineSource:
+    """Fetches the lines a lazy load left in the database, for `RawLine.line`: a window of
+    records at a time, from the same generation of the log (a log replaced meanwhile is an
+    error, not a wrong line)."""
+
+    def __init__(self, store: PgSessionStore, generation: int) -> None:
+        self.store = store
+        self.generation = generation
+        self.pending: set[int] = set()  # deferred records not fetched yet
+        self.lines: dict[int, bytes] = {}  # fetched, not handed out yet
+
+    def line_of(self, seq: int) -> bytes:
+        line = self.lines.pop(seq, None)
+        if line is None:
+            # A projection parses runs of neighbouring records (the context is the tail of a
+            # path), forwards or backwards: fetch the records around this one with it.
+            lo, hi = max(0, seq - LINE_WINDOW // 2), seq + LINE_WINDOW // 2
+            self._fetch(seq, lo, hi)
+            line = self.lines.pop(seq, None)
+            if line is None:
+                raise SessionError(f"Session {self.store.session_id} was replaced while being read "
+                                   f"(record {seq} is gone): reload it")
+        return line
+
+    def _fetch(self, seq: int, lo: int, hi: int) -> None:
+        rows = self.store._fetch(
+            "SELECT e.seq, e.line FROM picontext_entry e JOIN picontext_session s ON s.id = e.session_id"
+            " WHERE e.session_id = %s AND s.generation = %s AND e.seq >= %s AND e.seq < %s AND e.head IS NOT NULL",
+            (self.store.session_id, self.generation, lo, hi), binary=True, many=True)
+        pending, lines = self.pending, self.lines
+        for number, line in rows:
+            if number in pending or number == seq:
+                lines[number] = bytes(line)
+                pending.discard(number)
 
 
 class PgSessionStore:
@@ -224,6 +306,10 @@ class PgSessionStore:
         return generation, next_seq, ends_with_newline, lines
 
     def load(self, *, lazy: bool = False) -> LoadResult:
+        if lazy:
+            result = self._load_lazily()
+            if result is not None:
+                return result
         got = self._read(0)
         if got is None:
             return LoadResult()
@@ -232,6 +318,60 @@ class PgSessionStore:
         if ends_with_newline or not lines:
             lines.append(b"")  # what splitting a file's bytes on "\n" leaves after the last newline
         result = parse_session_bytes(lines, lazy=lazy)
+        result.size = size
+        result.tail = Tail(generation, next_seq)
+        return result
+
+    def _load_lazily(self) -> LoadResult | None:
+        """A lazy load that ships the heads of the bulky entries, not their lines (None: read it
+        whole instead).
+
+        One statement returns, in record order, a kind per record (`H`: a bulky entry, of which
+        only the head is sent — type, id, parentId, message role, what the JSONL store's lazy
+        load decodes from a file's lines; `L`: anything else, sent whole: header, compactions,
+        labels, lines that do not parse), the heads as one JSON array and the other lines joined
+        by newlines. Heads become `RawLine`s that fetch their line when first parsed
+        (`LineSource`), so a resume reads the lines of the context it projects, not the session.
+        """
+        row = self._fetch("SELECT * FROM picontext_load_heads(%s)", (self.session_id,), binary=True)
+        if row is None:
+            return LoadResult()
+        generation, next_seq, ends_with_newline, size, kinds, heads_json, lines_blob = row
+        if kinds is None or len(kinds) != next_seq:
+            return None
+        heads = iter(_decode_heads(bytes(heads_json)))
+        lines = iter(bytes(lines_blob).split(b"\n")) if lines_blob is not None else iter(())
+        result = LoadResult()
+        entries = result.entries
+        append = entries.append
+        source = LineSource(self, generation)
+        last = next_seq - 1 if not ends_with_newline else -1
+        header_checked = False
+        for seq, kind in enumerate(bytes(kinds)):
+            if kind == 72:  # "H"
+                if not header_checked:
+                    return None  # the first record is not a header: read as a file would be
+                raw = next(heads)
+                raw.seq = seq
+                raw.source = source
+                append(raw)
+                continue
+            line = next(lines)
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                _parse_line(line, seq + 1, result, last=seq == last)
+                continue
+            if _is_js_falsy(value):
+                continue
+            if not header_checked:
+                if not (is_header(value) and _is_current(value)):
+                    return None  # not a current header: parsed (and migrated) from the whole lines
+                header_checked = True
+            append(value)
+        source.pending.update(range(next_seq))
+        result.missing_newline = not ends_with_newline
+        result.valid = bool(entries) and is_header(entries[0])
         result.size = size
         result.tail = Tail(generation, next_seq)
         return result
@@ -298,17 +438,13 @@ class PgSessionStore:
                 raise SessionWriteError(f"Session disappeared: {self.location}", missing=True)
             return current
         batch = Batch.of_entries(entries)
-        f = batch.facts
-        params = (self.session_id, expect.generation if expect else 0, expect.offset if expect else None,
-                  batch.ids, batch.parents, batch.types, batch.lines, f.entry_count, f.message_count, f.size,
-                  f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms)
+        sql, params = batch.call(self.session_id, expect.generation if expect else 0,
+                                 expect.offset if expect else None)
         retried = False
         while True:
             try:
                 with self._conn(writing=True) as conn:
-                    status, generation, next_seq = conn.execute(
-                        "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        params).fetchone()
+                    status, generation, next_seq = conn.execute(sql, params).fetchone()
                 break
             except SessionWriteError:
                 # The connection failed: maybe before the statement ran, maybe after it committed.
@@ -361,12 +497,7 @@ class PgSessionStore:
         return tail
 
     def _insert(self, conn: Any, batch: Batch, generation: int, expect: int) -> Tail:
-        f = batch.facts
-        status, generation, next_seq = conn.execute(
-            "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (self.session_id, generation, expect, batch.ids, batch.parents, batch.types, batch.lines, f.entry_count,
-             f.message_count, f.size, f.name_set, fact_bytes(f.name), fact_bytes(f.first_message), f.last_activity_ms),
-        ).fetchone()
+        status, generation, next_seq = conn.execute(*batch.call(self.session_id, generation, expect)).fetchone()
         if status != 0:  # impossible inside the transaction that holds the row
             raise StaleSessionError(f"Session {self.session_id} changed while being written")
         return Tail(generation, next_seq)
@@ -411,15 +542,29 @@ class PgSessionStore:
 
     # ------------------------------------------------------------------ writer section
 
+    # A writer section is one transaction on a dedicated connection holding the session's
+    # transaction-level advisory lock (the one every append waits for). Transaction-level, not
+    # session-level: through a transaction-pooling PgBouncer a session-level lock would stay on
+    # whichever server connection took it. Appends in the section commit when it ends.
+
     def _try_lock(self, conn: Any) -> bool:
-        row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended('picontext:' || %s, 0))",
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("BEGIN")
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended('picontext:' || %s, 0))",
                            (self.session_id,)).fetchone()
         return bool(row[0])
 
     def _unlock(self, conn: Any) -> None:
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended('picontext:' || %s, 0))", (self.session_id,))
-        conn.close()
+        """End the section: commit what it appended (the lock goes with the transaction)."""
+        try:
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                conn.execute("ROLLBACK")
+            elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("COMMIT")
+        except psycopg.OperationalError as exc:
+            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+        finally:
+            conn.close()
 
     def _locked_message(self) -> str:
         return f"Session {self.session_id} is locked by another writer ({self.db.display})"

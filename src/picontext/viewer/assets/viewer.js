@@ -448,6 +448,13 @@
       var facts = el('div', 'meta-line', 'tokens before ' + fmt(c.tokensBefore) + ' → after ' + fmt(pc[3]) + ' (estimate) · summarized ' + fmt(c.summarized.length) + ' entries · cut point: kept from ');
       facts.appendChild(c.firstKeptIndex !== null ? ref(c.firstKept) : el('span', null, String(c.firstKept) + ' (nothing kept)'));
       card.appendChild(facts);
+      if (c.usage) {  // what the summary call cost: cache reads vs writes show whether the prompt cache served it
+        var u = c.usage, dd = c.details || {}, pcache = dd.promptCache;
+        card.appendChild(el('div', 'meta-line summary-cost', 'summary call' + (dd.summaryModel ? ' by ' + dd.summaryModel : '') +
+          ': input ' + fmt(u.input || 0) + ' · output ' + fmt(u.output || 0) + ' · cache read ' + fmt(u.cacheRead || 0) +
+          ' · cache write ' + fmt(u.cacheWrite || 0) + (u.cost && typeof u.cost.total === 'number' ? ' · ' + money(u.cost.total) : '') +
+          (pcache ? (pcache.reused ? ' · over the session\'s cached prefix' : ' · cached prefix not used: ' + String(pcache.reason || '')) : '')));
+      }
       var sum = el('details'); sum.open = k === D.compactions.length - 1;
       add(sum, el('summary', null, 'summary (' + fmt(c.summary.length) + ' chars)'), markdown(c.summary)); card.appendChild(sum);
       var led = c.ledger || {}, lb = el('div', 'block ledger');
