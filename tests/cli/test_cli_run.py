@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from inprocess import run_main
 
-from picontext.testing import ScriptedModelServer, overflow, rate_limit, raw_stream, text, tool_call
+from picontext.testing import ScriptedModelServer, http_error, overflow, rate_limit, raw_stream, text, tool_call
 
 
 @pytest.fixture
@@ -220,6 +220,20 @@ def test_an_overflow_whose_summary_fails_says_why_in_one_line(server: ScriptedMo
     assert final == ("picontext: context overflow: the session could not be compacted: Turn prefix summarization "
                      "failed: generation hit the token cap and the summary is incomplete")
     assert "did not help" not in result.stderr and "is compaction disabled" not in result.stderr
+
+
+def test_a_summary_refused_with_a_json_body_is_shown_by_its_message(server: ScriptedModelServer, home: Path,
+                                                                    tmp_path: Path) -> None:
+    _history(server, home, tmp_path)
+    refused = {"error": {"message": "Invalid 'messages[1].content': string too long", "type": "invalid_request_error",
+                         "param": "messages", "code": None}}
+    server.expect(overflow(), http_error(400, refused))
+    result = run(home, tmp_path, "-c", "-p", "second question")
+    assert result.returncode == 1
+    final = result.stderr.splitlines()[-1]
+    assert final.startswith("picontext: context overflow: the session could not be compacted: ")
+    assert final.endswith("400 Invalid 'messages[1].content': string too long")
+    assert "{" not in result.stderr  # the provider's JSON stays in the session file, not on screen
 
 
 def test_json_mode_says_when_the_retry_after_compaction_overflowed_again(server: ScriptedModelServer, home: Path,

@@ -22,6 +22,7 @@ from typing import Any
 from picontext._json import dumps_line
 from picontext.agent.events import AgentEvent, to_json_event
 from picontext.agent.session import AgentSession
+from picontext.ai.error_text import readable_error
 from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import AssistantMessage
 from picontext.cli.main import CliError, described
@@ -108,7 +109,7 @@ def overflow_error(event: Mapping[str, Any]) -> str | None:
 def _overflow_message(error: str | None) -> str:
     """Why an overflowed request could not be recovered, in one line."""
     if error is not None and error.startswith(_RECOVERY_FAILED):  # the summary itself failed
-        reason = error[len(_RECOVERY_FAILED):].splitlines()[0] if error[len(_RECOVERY_FAILED):] else "unknown error"
+        reason = readable_error(error[len(_RECOVERY_FAILED):]) or "unknown error"
         return f"context overflow: the session could not be compacted: {reason}"
     if error is not None:  # compacted, retried once, and still too large
         return ("context overflow: one compaction and retry did not help; the request is still larger than the "
@@ -125,7 +126,7 @@ def _exit_code(reply: AssistantMessage | None, model: Any = None, overflow: str 
         print("picontext: aborted", file=sys.stderr)
         return 130
     if reason == "error":
-        message = (reply.get("errorMessage") or "the model returned an error").splitlines()[0]
+        message = readable_error(reply.get("errorMessage") or "") or "the model returned an error"
         if is_context_overflow(reply):
             message = _overflow_message(overflow)
         elif message.startswith(_UNREACHABLE) and isinstance(model, dict) and model.get("baseUrl"):
@@ -186,7 +187,7 @@ class TextPrinter:
                 error = compaction_error(str(event.get("errorMessage") or "unknown error"))
                 self.overflow_error = overflow_error(event) or self.overflow_error
                 if event.get("reason") == "overflow" and error.startswith(_RECOVERY_FAILED):
-                    self._note(f"picontext: compaction failed: {error[len(_RECOVERY_FAILED):].splitlines()[0]}")
+                    self._note(f"picontext: compaction failed: {readable_error(error[len(_RECOVERY_FAILED):])}")
                 elif event.get("reason") == "overflow" and error.startswith(("Context overflow recovery failed",
                                                                              "Truncated response recovery")):
                     self._note("picontext: context overflow: one compaction and retry did not help")
@@ -207,7 +208,7 @@ def retry_wait_line(event: Any) -> str:
     """One line announcing a retry wait: why, how long, which attempt, and who chose the delay."""
     what = "summary request" if event["type"] == "summarization_retry_scheduled" else "request"
     who = "as the server asked" if event.get("serverRequested") else "back-off"
-    error = str(event.get("errorMessage") or "").splitlines()[0][:200] if event.get("errorMessage") else "error"
+    error = readable_error(str(event.get("errorMessage") or ""))[:200] or "error"
     return (f"picontext: {what} failed ({error}); retrying in {float(event['delayMs']) / 1000:g}s "
             f"({who}, attempt {event['attempt']}/{event['maxAttempts']})")
 

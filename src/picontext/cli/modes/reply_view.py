@@ -22,6 +22,7 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
+from picontext.ai.error_text import readable_error
 from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import content_text
 from picontext.cli import render
@@ -188,7 +189,8 @@ class ReplyView:
 
     def _reply_ended(self, message: dict[str, Any]) -> None:
         if message.get("stopReason") == "error":
-            error = render.short(message.get("errorMessage") or "the model returned an error", 300)
+            error = readable_error(message.get("errorMessage") or "") or "the model returned an error"
+            error = render.short(error, 300)
             if is_context_overflow(message):
                 self.line(f"The context overflowed the model's window ({error})", "yellow")
             else:
@@ -242,7 +244,7 @@ class ReplyView:
             self.line("Compaction cancelled", "yellow")
         elif result is None:
             self.failures += 1
-            reason = compaction_error(str(event.get("errorMessage") or "unknown error"))
+            reason = compaction_error(readable_error(str(event.get("errorMessage") or "")) or "unknown error")
             if reason.startswith(NOTHING_TO_COMPACT):
                 self.line(f"{reason}: the conversation is still short enough to keep whole", "dim")
             else:
