@@ -670,6 +670,7 @@ class ScriptedModelServer:
     def __init__(self, *steps: Step) -> None:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
+        self._finished = threading.Condition(self._lock)
         self._steps: list[Step] = list(steps)
         self.requests: list[RecordedRequest] = []
         self._answered_at: dict[int, float] = {}  # id(request) -> time.monotonic() after its response
@@ -748,12 +749,15 @@ class ScriptedModelServer:
     def _answered(self, req: RecordedRequest) -> None:
         with self._lock:
             self._answered_at[id(req)] = time.monotonic()
+            self._finished.notify_all()
 
-    def answered_at(self, req: RecordedRequest) -> float | None:
-        """`time.monotonic()` when the response to `req` had been written to the socket in full
-        (None while it is still being served); with `req.received`, what a benchmark needs to
-        time the client's work between a response and its next request."""
+    def answered_at(self, req: RecordedRequest, timeout: float = 5.0) -> float | None:
+        """`time.monotonic()` when the response to `req` had been written to the socket in full;
+        with `req.received`, what a benchmark needs to time the client's work between a response
+        and its next request. The client can read the last byte before the server's thread notes
+        the time, so this waits up to `timeout` seconds for it (None if it is still being served)."""
         with self._lock:
+            self._finished.wait_for(lambda: id(req) in self._answered_at, timeout)
             return self._answered_at.get(id(req))
 
     def wait_for_requests(self, count: int, timeout: float = 30) -> None:
