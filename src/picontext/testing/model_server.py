@@ -535,6 +535,21 @@ class RecordedRequest:
         return self.body
 
 
+class _StampedWriter:
+    """The handler's socket writer, noting when each write begins."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.last_write: float | None = None
+
+    def write(self, data: Any) -> int:
+        self.last_write = time.monotonic()
+        return int(self.raw.write(data))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # TCP_NODELAY, as model APIs' servers send: with Nagle's algorithm a stream's last small frame
@@ -564,10 +579,12 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         req = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, dialect,
                               tuple(self.client_address[:2]), received)  # type: ignore[arg-type]
+        writer = _StampedWriter(self.wfile)
+        self.wfile = writer  # type: ignore[assignment]  # duck-typed: only write/flush are used
         try:
             self._respond(owner, req, dialect, body)
         finally:
-            owner._answered(req)
+            owner._answered(req, writer.last_write)
 
     def _respond(self, owner: ScriptedModelServer, req: RecordedRequest, dialect: Dialect | None, body: Any) -> None:
         step = owner._take(req)
@@ -746,13 +763,14 @@ class ScriptedModelServer:
             self.unexpected.append(req)
             return None
 
-    def _answered(self, req: RecordedRequest) -> None:
+    def _answered(self, req: RecordedRequest, last_write: float | None) -> None:
         with self._lock:
-            self._answered_at[id(req)] = time.monotonic()
+            self._answered_at[id(req)] = last_write if last_write is not None else time.monotonic()
             self._finished.notify_all()
 
     def answered_at(self, req: RecordedRequest, timeout: float = 5.0) -> float | None:
-        """`time.monotonic()` when the response to `req` had been written to the socket in full;
+        """`time.monotonic()` when the last write of the response to `req` began (taken before the
+        write, so it precedes anything the client does after reading the response);
         with `req.received`, what a benchmark needs to time the client's work between a response
         and its next request. The client can read the last byte before the server's thread notes
         the time, so this waits up to `timeout` seconds for it (None if it is still being served)."""
