@@ -34,7 +34,7 @@ from picontext._clock import js_date_ms
 from picontext.session import paths
 from picontext.session.protocol import ListingFacts
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3  # 3: SHA-256 prefix hash
 
 
 class _MessageFacts(msgspec.Struct, gc=False):
@@ -61,7 +61,7 @@ class IndexData(msgspec.Struct, array_like=True, gc=False):
     ino: int
     size: int  # bytes covered: always just after a "\n" (or 0)
     mtime_ns: int
-    prefix_hash: bytes  # blake2b of the covered bytes
+    prefix_hash: bytes  # SHA-256 of the covered bytes
     header: Any = None  # the first kept value (a header when `valid`)
     valid: bool = False
     current: bool = False  # header version >= 3: lazily loadable
@@ -119,8 +119,11 @@ def write_cache_file(target: str, payload: bytes) -> None:
                 os.unlink(tmp)
 
 
-def _hasher() -> Any:
-    return hashlib.blake2b(digest_size=16)
+def new_hasher() -> Any:
+    """The hash of a cache's covered bytes, for the listing index and the entry columns alike:
+    SHA-256 (hardware-assisted here: 2.6x faster than blake2b over a 61 MB file, which a cold
+    call hashes whole)."""
+    return hashlib.sha256()
 
 
 def check_prefix(data: IndexData, st: os.stat_result, buffer: bytes) -> Any:
@@ -128,20 +131,20 @@ def check_prefix(data: IndexData, st: os.stat_result, buffer: bytes) -> Any:
     what `data` covered; None when the index does not describe this file any more."""
     if (data.dev, data.ino) != (st.st_dev, st.st_ino) or len(buffer) < data.size:
         return None
-    hasher = _hasher()
+    hasher = new_hasher()
     hasher.update(memoryview(buffer)[: data.size])
     return hasher if hasher.digest() == data.prefix_hash else None
 
 
 def new_index(st: os.stat_result) -> IndexData:
-    return IndexData(INDEX_VERSION, st.st_dev, st.st_ino, 0, st.st_mtime_ns, _hasher().digest())
+    return IndexData(INDEX_VERSION, st.st_dev, st.st_ino, 0, st.st_mtime_ns, new_hasher().digest())
 
 
 def extend(data: IndexData, buffer: bytes, st: os.stat_result, hasher: Any = None) -> None:
     """Account for the complete lines of `buffer` (the file's whole content now) after
     `data.size`; `hasher` has been fed the bytes before it (from `check_prefix`)."""
     if hasher is None:
-        hasher = _hasher()
+        hasher = new_hasher()
         hasher.update(memoryview(buffer)[: data.size])
     data.mtime_ns = st.st_mtime_ns
     end = buffer.rfind(b"\n") + 1

@@ -367,7 +367,7 @@ def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
                 hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
                 if data is None or hasher is None:
                     data = jsonl_columns.new_columns(st)
-                    hasher = jsonl_columns.new_hasher()
+                    hasher = jsonl_index.new_hasher()
                     f.seek(0)
                 before = (data.size, data.mtime_ns)
                 with gc_paused():
