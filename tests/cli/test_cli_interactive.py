@@ -11,64 +11,19 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
+from terminal import PICONTEXT, Terminal, chat_home
 
 
 @pytest.fixture(autouse=True)
 def _tmux_is_required() -> None:
     # Never a skip: a run without tmux would be green without ever testing the real terminal.
     assert shutil.which("tmux") is not None, "tmux is not installed: run scripts/install/tmux.sh"
-
-
-class Terminal:
-    """A tmux session of 120x40 running one command, on its own tmux server (socket), so that one
-    terminal closing never races another one opening."""
-
-    def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
-        self.name = f"picontext-test-{uuid.uuid4().hex[:8]}"
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        shell = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXITED-$?; sleep 30"
-        subprocess.run(["tmux", "-L", self.name, "new-session", "-d", "-s", self.name, "-x", "120", "-y", "40", shell],
-                       check=True)
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "-L", self.name, "capture-pane", "-p", "-J", "-S", "-200", "-t", self.name],
-                              capture_output=True, text=True, check=True).stdout
-
-    def send(self, *keys: str) -> None:
-        subprocess.run(["tmux", "-L", self.name, "send-keys", "-t", self.name, *keys], check=True)
-
-    def type(self, line: str) -> None:
-        self.send("-l", line)
-        self.send("Enter")
-
-    def wait_for(self, needle: str, timeout: float = 20) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if needle in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{needle!r} not on the screen:\n{self.screen()}")
-
-    def wait_until(self, predicate: Callable[[str], bool], timeout: float = 20) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if predicate(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"condition not met on the screen:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
 
 
 @pytest.fixture
@@ -150,18 +105,6 @@ def test_chat_needs_a_terminal(tmp_path: Path) -> None:
 # -- getting in and out, sessions by id, the conversation redrawn --------------------------------
 
 
-def chat_home(url: str, settings: dict[str, object] | None = None) -> tuple[Path, dict[str, str]]:
-    home = Path(os.environ["PICONTEXT_DIR"])
-    provider = {"baseUrl": url + "/v1", "api": "openai-completions", "apiKey": "k",
-                "models": [{"id": "m1", "contextWindow": 200_000}, {"id": "m2", "contextWindow": 100_000}]}
-    (home / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
-    (home / "settings.json").write_text(json.dumps({"defaultProvider": "scripted", "defaultModel": "m1",
-                                                    **(settings or {})}))
-    env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
-    return home, env
-
-
-PICONTEXT = f"{shlex.quote(sys.executable)} -m picontext"
 
 
 def test_prompt_argument_ctrl_c_twice_then_continue_and_resume_by_id(server: ScriptedModelServer,
@@ -409,8 +352,7 @@ def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(serv
         term.wait_for("── scripted/m1  37.0%/200k")  # nothing changed
 
         term.type("/model")
-        screen = term.wait_for("Models with a key")
-        assert "● scripted/m1" in screen and "  scripted/m2" in screen
+        term.wait_for("Models with a key", "● scripted/m1", "  scripted/m2")
         term.type("/new")
         term.wait_for("New session")
         term.type("/resume")

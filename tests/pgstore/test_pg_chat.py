@@ -14,9 +14,7 @@ from pathlib import Path
 from picontext.session.manager import SessionManager
 from picontext.session.postgres import PgSessionStore, store_factory
 from picontext.testing import ScriptedModelServer, text
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from test_cli_interactive import PICONTEXT, Terminal, chat_home
+from terminal import PICONTEXT, Terminal, chat_home
 
 
 def _session(url: str, cwd: Path, question: str, answer: str, ts: int) -> str:

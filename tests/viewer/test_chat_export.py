@@ -5,40 +5,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
-import subprocess
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from picontext.testing import ScriptedModelServer, reply, text, tokens
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
-                                reason="tmux is not installed (scripts/install/tmux.sh installs it)")
+from terminal import PICONTEXT, Terminal
 
 
-def _screen(name: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-200", "-t", name],
-                          capture_output=True, text=True, check=True).stdout
-
-
-def _wait_for(name: str, needle: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        screen = _screen(name)
-        if needle in screen:
-            return screen
-        time.sleep(0.1)
-    raise AssertionError(f"{needle!r} not on the screen:\n{_screen(name)}")
-
-
-def _type(name: str, line: str) -> None:
-    subprocess.run(["tmux", "send-keys", "-t", name, "-l", line], check=True)
-    subprocess.run(["tmux", "send-keys", "-t", name, "Enter"], check=True)
+@pytest.fixture(autouse=True)
+def _tmux_is_required() -> None:
+    # Never a skip: a run without tmux would be green without ever testing the export from the chat.
+    assert shutil.which("tmux") is not None, "tmux is not installed: run scripts/install/tmux.sh"
 
 
 def test_chat_export_writes_the_page(server: ScriptedModelServer, tmp_path: Path) -> None:
@@ -48,23 +27,19 @@ def test_chat_export_writes_the_page(server: ScriptedModelServer, tmp_path: Path
     (home / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
     server.expect(reply(text("Hello from the model."), usage=tokens(1_000, 20)))
     env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
-    name = f"picontext-export-{uuid.uuid4().hex[:8]}"
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    shell = (f"cd {shlex.quote(str(tmp_path))} && env {exports} {shlex.quote(sys.executable)} -m picontext "
-             f"--model scripted/m1; echo EXITED-$?; sleep 30")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", shell], check=True)
+    term = Terminal(f"{PICONTEXT} --model scripted/m1", tmp_path, env)
     try:
-        _wait_for(name, "/help for commands")
-        _type(name, "/export")
-        _wait_for(name, "Nothing to export yet")
-        _type(name, "say hello")
-        _wait_for(name, "Hello from the model.")
-        _type(name, "/export chat.html")
-        _wait_for(name, "Exported to chat.html")
-        _type(name, "/quit")
-        _wait_for(name, "EXITED-0")
+        term.wait_for("/help for commands")
+        term.type("/export")
+        term.wait_for("Nothing to export yet")
+        term.type("say hello")
+        term.wait_for("Hello from the model.")
+        term.type("/export chat.html")
+        term.wait_for("Exported to chat.html")
+        term.type("/quit")
+        term.wait_for("EXITED-0")
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        term.close()
     page = (tmp_path / "chat.html").read_text(encoding="utf-8")
     meta = json.loads(re.search(r'<script id="pc-meta" type="application/json">(.*?)</script>', page, re.S)
                       .group(1))  # type: ignore[union-attr]
