@@ -55,7 +55,7 @@ def _state(entries: list[Any]) -> tuple[Any, int]:
     return leaf, count
 
 
-def worker(url: str, sessions: list[str], appends: int, log_path: str) -> None:
+def worker(url: str, sessions: list[str], appends: int, log_path: str, think_ms: float = 0.0) -> None:
     from picontext.errors import StaleSessionError
     from picontext.session.postgres import PgSessionStore
 
@@ -73,7 +73,9 @@ def worker(url: str, sessions: list[str], appends: int, log_path: str) -> None:
         tail, leaf, count = state[sid]
         entry = {"type": "custom", "customType": BENCH_TYPE, "data": {"n": count, "pid": os.getpid()},
                  "id": uuid.uuid4().hex[:12], "parentId": leaf, "timestamp": "2026-03-01T10:00:00.000Z"}
-        started = time.perf_counter()
+        if think_ms:
+            time.sleep(rng.expovariate(1 / think_ms) / 1000)  # an agent's model call between appends
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             tail = stores[sid].append([entry], expect=tail)
         except StaleSessionError:
@@ -87,8 +89,8 @@ def worker(url: str, sessions: list[str], appends: int, log_path: str) -> None:
             if state[sid][2] >= appends:
                 pending.remove(sid)
             continue
-        elapsed = time.perf_counter() - started
-        log.write(f"{sid} {entry['id']} {count} {elapsed * 1e6:.0f}\n")
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        log.write(f"{sid} {entry['id']} {count} {elapsed * 1e6:.0f} {cpu * 1e6:.0f}\n")
         state[sid] = [tail, entry["id"], count + 1]
         if count + 1 >= appends:
             pending.remove(sid)
@@ -98,7 +100,49 @@ def worker(url: str, sessions: list[str], appends: int, log_path: str) -> None:
 # ------------------------------------------------------------------ load: the driver
 
 
-def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, kills: int) -> dict[str, Any]:
+def _proc_cpu(pid: int, *, children: bool = False) -> float:
+    """CPU seconds of a process (with children=True: of its exited, reaped children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[13]) + int(fields[14]) if children else int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu(postmaster: int | None) -> float:
+    """CPU seconds the server has used: the postmaster, its live processes and its exited backends."""
+    if postmaster is None:
+        return 0.0
+    total = _proc_cpu(postmaster) + _proc_cpu(postmaster, children=True)
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == postmaster:
+                    total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def _server_transactions(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        time.sleep(1.0)  # backends report their counters when they exit or about once a second
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database"
+                           " WHERE datname = current_database()").fetchone()
+        return int(row[0]) - 1  # this statement's own transaction is counted
+
+
+def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, kills: int,
+               postmaster: int | None = None, think_ms: float = 0.0) -> dict[str, Any]:
+    import resource
+
     from picontext.session.postgres import PgSessionStore
 
     workdir = Path(tempfile.mkdtemp(prefix="pg-load-"))
@@ -112,14 +156,19 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
 
     def spawn(p: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, __file__, "worker", url, str(appends), str(workdir / f"w{p}.log"),
-                                 *assignments[p]])
+                                 str(think_ms), *assignments[p]])
 
     rng = random.Random(7)
+    xacts0, server0, busy0 = _server_transactions(url), _server_cpu(postmaster), _machine_busy()
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_before = os.getloadavg()[0]
+    load_max = load_before
     started = time.perf_counter()
     running = {p: spawn(p) for p in range(procs)}
     killed = 0
     while running:
         time.sleep(rng.uniform(0.2, 1.0))
+        load_max = max(load_max, os.getloadavg()[0])
         for p, proc in list(running.items()):
             code = proc.poll()
             if code is None:
@@ -134,17 +183,23 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
             killed += 1
             running[p] = spawn(p)  # the restarted writer resumes its sessions from the database
     wall = time.perf_counter() - started
+    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server1, busy1 = _server_cpu(postmaster), _machine_busy()
+    load_after = os.getloadavg()[0]
+    xacts = _server_transactions(url) - xacts0
 
     acked: dict[str, set[str]] = {}
-    latencies = []
+    latencies: list[float] = []
+    append_cpu: list[int] = []
     for log in workdir.glob("w*.log"):
         for line in log.read_text().splitlines():
             parts = line.split()
-            if len(parts) != 4:
+            if len(parts) != 5:
                 continue  # a line cut by kill -9 (its append was acknowledged: checked below anyway)
-            sid, eid, _n, us = parts
+            sid, eid, _n, us, cpu_us = parts
             acked.setdefault(sid, set()).add(eid)
             latencies.append(int(us) / 1000)
+            append_cpu.append(int(cpu_us))
     lost = duplicated = forked = total = 0
     for group in groups:
         for sid in group:
@@ -159,11 +214,21 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
     shutil.rmtree(workdir, ignore_errors=True)
     latencies.sort()
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    attempts = len(latencies)  # acknowledged appends (plus the stale ones, counted by the server)
+    client_cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+    cost = {"append_call_cpu_ms": round(statistics.mean(append_cpu) / 1000, 3),
+            "client_cpu_ms_per_append": round(client_cpu / attempts * 1000, 3),
+            "client_waits_per_append": round((usage1.ru_nvcsw - usage0.ru_nvcsw) / attempts, 2),
+            "server_transactions_per_append": round(xacts / attempts, 2),
+            "machine_busy": round((busy1[0] - busy0[0]) / (busy1[1] - busy0[1]), 2),
+            "load_avg": f"{load_before:.1f}-{max(load_max, load_after):.1f}"}
+    if postmaster is not None:
+        cost["server_cpu_ms_per_append"] = round((server1 - server0) / attempts * 1000, 3)
     return {"processes": procs, "sessions": procs * sessions, "appends_per_session": appends,
             "shared_sessions": procs * shared, "kills": killed, "entries": total, "lost": lost,
             "duplicated": duplicated, "forked": forked, "append_ms_p50": round(q[49], 2),
             "append_ms_p95": round(q[94], 2), "append_ms_p99": round(q[98], 2), "wall_s": round(wall, 1),
-            "appends_per_s": round(total / wall)}
+            "appends_per_s": round(total / wall), "think_ms": think_ms, **cost}
 
 
 # ------------------------------------------------------------------ resume
@@ -275,8 +340,8 @@ def bench_listing(url: str, count: int) -> dict[str, Any]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
-        url, appends, log = sys.argv[2], int(sys.argv[3]), sys.argv[4]
-        worker(url, sys.argv[5:], appends, log)
+        url, appends, log, think = sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+        worker(url, sys.argv[6:], appends, log, think)
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("load", "resume", "listing", "all"))
@@ -288,21 +353,26 @@ def main() -> None:
     ap.add_argument("--appends", type=int, default=200)
     ap.add_argument("--shared", type=int, default=5, help="sessions per writer also continued by its neighbour")
     ap.add_argument("--kills", type=int, default=12)
+    ap.add_argument("--think-ms", type=float, default=0.0,
+                    help="mean pause before each append (exponential), as an agent waits for its model")
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--list-count", type=int, default=10_000)
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
-        url = args.url
+        url, postmaster = args.url, None
         if url is None:
             from picontext.testing.postgres import PostgresCluster
 
-            url = stack.enter_context(PostgresCluster(durable=True)).url
+            cluster = stack.enter_context(PostgresCluster(durable=True))
+            url = cluster.url
+            postmaster = int(Path(cluster.datadir, "postmaster.pid").read_text().split()[0])
         if args.async_commit:
             url += ("&" if "?" in url else "?") + "options=-csynchronous_commit%3Doff"
         results: dict[str, Any] = {}
         if args.what in ("load", "all"):
-            results["load"] = bench_load(url, args.procs, args.sessions, args.appends, args.shared, args.kills)
+            results["load"] = bench_load(url, args.procs, args.sessions, args.appends, args.shared, args.kills,
+                                         postmaster, args.think_ms)
             print(json.dumps({"load": results["load"]}), flush=True)
         if args.what in ("resume", "all"):
             results["resume"] = bench_resume(url, args.entries, args.repeat)
