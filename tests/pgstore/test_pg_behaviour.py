@@ -49,22 +49,12 @@ class _LosesTheAnswer(PgSessionStore):
 
     broken = False
 
-    def _conn(self, *, writing: bool = False) -> Any:
-        inner = super()._conn(writing=writing)
-        outer = self
-
-        class _Wrapper:
-            def __enter__(self) -> Any:
-                return inner.__enter__()
-
-            def __exit__(self, *exc: Any) -> Any:
-                result = inner.__exit__(*exc)
-                if writing and not outer.broken and exc[0] is None:
-                    outer.broken = True
-                    raise SessionWriteError("Cannot write session: database unreachable (connection lost)")
-                return result
-
-        return _Wrapper()
+    def _call(self, sql: str, params: tuple[Any, ...]) -> Any:
+        row = super()._call(sql, params)  # committed
+        if not self.broken:
+            self.broken = True
+            raise SessionWriteError("Cannot write session: database unreachable (connection lost)")
+        return row
 
 
 def test_a_retried_append_that_had_committed_is_not_stored_twice(pg_url: str) -> None:

@@ -59,7 +59,8 @@ def _configure(conn: Any) -> None:
 class Database:
     """One database URL: a small pool, opened lazily, schema migrated once per process."""
 
-    def __init__(self, url: str, *, timeout: float | None = None, max_size: int = 4) -> None:
+    # Writer sections hold a pooled connection while they run, besides the appends and reads.
+    def __init__(self, url: str, *, timeout: float | None = None, max_size: int = 8) -> None:
         self.url = url
         self.display = redact(url)
         self.timeout = default_timeout() if timeout is None else timeout
@@ -118,22 +119,50 @@ class Database:
                 finally:
                     self._last_used[id(conn)] = time.monotonic()
         except (PoolTimeout, psycopg.OperationalError) as exc:
-            if not isinstance(exc, psycopg.errors.LockNotAvailable):
-                with self._lock:
-                    self._reset()
+            self._failed(exc)
             raise self.unavailable(exc, writing=writing, what=what) from exc
 
-    def connect(self) -> Any:
-        """A dedicated connection (writer sections keep their lock on it)."""
-        if not self._opened:
-            with self.connection():
-                pass
+    def call(self, sql: str, params: tuple[Any, ...], *, writing: bool = False, what: str = "") -> Any:
+        """Run one statement (`$n` placeholders) on a pooled connection and return its first row.
+
+        The appends' path: the same as `with connection() as conn: conn.execute(...)` without its
+        three generator context managers and query conversion, which cost as much client CPU as
+        the rest of an append (docs/performance.md)."""
         try:
-            conn = psycopg.connect(self.url, **self._connect_kwargs())
-            _configure(conn)
-            return conn
-        except psycopg.OperationalError as exc:
-            raise self.unavailable(exc, writing=True) from exc
+            if not self._opened:
+                self._open()
+            pool = self._pool  # the one to give it back to, even if a failure replaces self._pool
+            conn = pool.getconn()
+            try:
+                return psycopg.RawCursor(conn).execute(sql, params).fetchone()
+            finally:
+                self._last_used[id(conn)] = time.monotonic()
+                pool.putconn(conn)
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            self._failed(exc)
+            raise self.unavailable(exc, writing=writing, what=what) from exc
+
+    def _failed(self, exc: BaseException) -> None:
+        if not isinstance(exc, psycopg.errors.LockNotAvailable):
+            with self._lock:
+                self._reset()
+
+    def checkout(self, *, what: str = "") -> tuple[ConnectionPool, Any]:
+        """(pool, connection) for a writer section, which keeps its transaction (and lock) on the
+        connection until `checkin`; pinged first if it sat idle, as every pooled use."""
+        try:
+            if not self._opened:
+                self._open()
+            pool = self._pool
+            return pool, pool.getconn()
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            self._failed(exc)
+            raise self.unavailable(exc, writing=True, what=what) from exc
+
+    def checkin(self, pool: ConnectionPool, conn: Any) -> None:
+        """Give back a `checkout` connection to its pool (which discards it if it broke)."""
+        self._last_used[id(conn)] = time.monotonic()
+        pool.putconn(conn)
 
     def unavailable(self, exc: BaseException, *, writing: bool, what: str = "") -> SessionError:
         if isinstance(exc, psycopg.errors.LockNotAvailable):

@@ -57,8 +57,11 @@ LOCK_POLL = 0.005
 _encode_json = msgspec.json.Encoder().encode
 _decode_heads = msgspec.json.Decoder(list[RawLine]).decode
 LINE_WINDOW = 4096  # records fetched together when one deferred line is needed
-APPEND_ONE = ("SELECT * FROM picontext_append_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
-APPEND = "SELECT * FROM picontext_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+# Written with `$n` placeholders, run by a RawCursor: psycopg's conversion of `%s` placeholders
+# was a fifth of an append's client CPU (docs/performance.md).
+_PARAMS = ", ".join(f"${n}" for n in range(1, 16))
+APPEND_ONE = f"SELECT * FROM picontext_append_one({_PARAMS})"
+APPEND = f"SELECT * FROM picontext_append({_PARAMS})"
 # The writer sections this thread or task holds: (url, session) -> the section's connection.
 _HELD: contextvars.ContextVar[dict[tuple[str, str], Any] | None] = contextvars.ContextVar("picontext_pg_held",
                                                                                           default=None)
@@ -443,8 +446,7 @@ class PgSessionStore:
         retried = False
         while True:
             try:
-                with self._conn(writing=True) as conn:
-                    status, generation, next_seq = conn.execute(sql, params).fetchone()
+                status, generation, next_seq = self._call(sql, params)
                 break
             except SessionWriteError:
                 # The connection failed: maybe before the statement ran, maybe after it committed.
@@ -464,6 +466,18 @@ class PgSessionStore:
                 + (" (and the log was replaced)" if generation != expect.generation else "")
                 + "; nothing was appended: reload the session and retry")
         return Tail(generation, next_seq)
+
+    def _call(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """One append statement, through the writer section's connection if this thread or task
+        holds it, else on a pooled one (autocommit: the statement is its own transaction, one
+        round trip)."""
+        held = _held().get(self._key)
+        if held is None:
+            return self.db.call(sql, params, writing=True, what=self.session_id)
+        try:
+            return psycopg.RawCursor(held).execute(sql, params).fetchone()
+        except psycopg.OperationalError as exc:
+            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
 
     def _is_ours(self, expect: Tail | None, lines: list[bytes]) -> bool:
         """The log right after `expect` is exactly `lines` (and nothing else)."""
@@ -497,7 +511,8 @@ class PgSessionStore:
         return tail
 
     def _insert(self, conn: Any, batch: Batch, generation: int, expect: int) -> Tail:
-        status, generation, next_seq = conn.execute(*batch.call(self.session_id, generation, expect)).fetchone()
+        row: Any = psycopg.RawCursor(conn).execute(*batch.call(self.session_id, generation, expect)).fetchone()
+        status, generation, next_seq = row
         if status != 0:  # impossible inside the transaction that holds the row
             raise StaleSessionError(f"Session {self.session_id} changed while being written")
         return Tail(generation, next_seq)
@@ -542,79 +557,83 @@ class PgSessionStore:
 
     # ------------------------------------------------------------------ writer section
 
-    # A writer section is one transaction on a dedicated connection holding the session's
+    # A writer section is one transaction on a pooled connection holding the session's
     # transaction-level advisory lock (the one every append waits for). Transaction-level, not
     # session-level: through a transaction-pooling PgBouncer a session-level lock would stay on
-    # whichever server connection took it. Appends in the section commit when it ends.
+    # whichever server connection took it. Appends in the section commit when it ends, and the
+    # connection goes back to the pool (a section used to open, and close, one of its own).
 
-    def _try_lock(self, conn: Any) -> bool:
+    def _try_lock(self, conn: Any, deadline: float) -> bool:
+        """One attempt at the section's lock; SessionLockedError once `deadline` has passed."""
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             conn.execute("BEGIN")
         row = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended('picontext:' || %s, 0))",
                            (self.session_id,)).fetchone()
-        return bool(row[0])
+        if row[0]:
+            return True
+        if time.monotonic() > deadline:
+            raise SessionLockedError(f"Session {self.session_id} is locked by another writer ({self.db.display})")
+        return False
 
-    def _unlock(self, conn: Any) -> None:
-        """End the section: commit what it appended (the lock goes with the transaction)."""
+    @contextlib.contextmanager
+    def _locking(self, pool: Any, conn: Any) -> Iterator[float]:
+        """Around the wait for the lock (yields its deadline): on any failure the transaction is
+        rolled back and the connection given back."""
         try:
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                conn.execute("ROLLBACK")
-            elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.execute("COMMIT")
-        except psycopg.OperationalError as exc:
-            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
-        finally:
-            conn.close()
+            yield time.monotonic() + self.lock_timeout
+        except BaseException as exc:
+            self._end(pool, conn, commit=False)
+            if isinstance(exc, psycopg.OperationalError):
+                raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+            raise
 
-    def _locked_message(self) -> str:
-        return f"Session {self.session_id} is locked by another writer ({self.db.display})"
+    @contextlib.contextmanager
+    def _holding(self, pool: Any, conn: Any) -> Iterator[Tail | None]:
+        """The section itself, once locked: this thread's or task's appends go through `conn`."""
+        token = _HELD.set({**_held(), self._key: conn})
+        try:
+            yield self.tail()
+        finally:
+            _HELD.reset(token)
+            self._end(pool, conn, commit=True)
+
+    def _end(self, pool: Any, conn: Any, *, commit: bool) -> None:
+        """Commit (or roll back) what the section wrote, which releases the lock, and give the
+        connection back (the pool discards it if it broke)."""
+        try:
+            status = conn.info.transaction_status
+            if status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("COMMIT" if commit and status != psycopg.pq.TransactionStatus.INERROR else "ROLLBACK")
+        except psycopg.OperationalError as exc:
+            if commit:
+                raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+        finally:
+            self.db.checkin(pool, conn)
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Tail | None]:
         if self._key in _held():
             yield self.tail()
             return
-        conn = self.db.connect()
-        try:
-            deadline = time.monotonic() + self.lock_timeout
-            while not self._try_lock(conn):
-                if time.monotonic() > deadline:
-                    raise SessionLockedError(self._locked_message())
+        pool, conn = self.db.checkout(what=self.session_id)
+        with self._locking(pool, conn) as deadline:
+            while not self._try_lock(conn, deadline):
                 time.sleep(LOCK_POLL)
-        except psycopg.OperationalError as exc:
-            conn.close()
-            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
-        except BaseException:
-            conn.close()
-            raise
-        token = _HELD.set({**_held(), self._key: conn})
-        try:
-            yield self.tail()
-        finally:
-            _HELD.reset(token)
-            self._unlock(conn)
+        with self._holding(pool, conn) as tail:
+            yield tail
 
     @contextlib.asynccontextmanager
     async def awriter(self) -> AsyncIterator[Tail | None]:
+        """`writer()` for asyncio: the waits for a connection and for the lock run off the event
+        loop, so it keeps running while another process holds the section."""
         if self._key in _held():
             yield await asyncio.to_thread(self.tail)
             return
-        conn = await asyncio.to_thread(self.db.connect)
-        try:
-            deadline = time.monotonic() + self.lock_timeout
-            while not await asyncio.to_thread(self._try_lock, conn):
-                if time.monotonic() > deadline:
-                    raise SessionLockedError(self._locked_message())
+        pool, conn = await asyncio.to_thread(self.db.checkout, what=self.session_id)
+        with self._locking(pool, conn) as deadline:
+            while True:
+                if await asyncio.to_thread(self._try_lock, conn, deadline):
+                    break
                 await asyncio.sleep(LOCK_POLL)
-        except psycopg.OperationalError as exc:
-            conn.close()
-            raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
-        except BaseException:
-            conn.close()
-            raise
-        token = _HELD.set({**_held(), self._key: conn})
-        try:
-            yield self.tail()
-        finally:
-            _HELD.reset(token)
-            self._unlock(conn)
+        with self._holding(pool, conn) as tail:
+            yield tail
