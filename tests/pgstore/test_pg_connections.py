@@ -119,3 +119,31 @@ def test_a_section_that_cannot_get_the_lock_gives_its_connection_back(pg_url: st
 async def _enter_async(store: PgSessionStore) -> None:
     async with store.awriter():
         pass
+
+
+async def test_an_async_section_cancelled_while_waiting_for_a_connection_loses_none(pg_url: str) -> None:
+    db = Database(pg_url, timeout=5, max_size=1)  # one connection, held by the first section
+    first, second = PgSessionStore(db, "s-one"), PgSessionStore(db, "s-two")
+    for store in (first, second):
+        store.create([{**HEADER, "id": store.session_id}])
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with first.writer():
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    await asyncio.to_thread(held.wait, 30)
+    waiting = asyncio.create_task(_enter_async(second))  # waits for the pool's only connection
+    done, _ = await asyncio.wait([waiting], timeout=0.2)
+    assert not done
+    waiting.cancel()  # an abort while the section waits
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    release.set()
+    await asyncio.to_thread(thread.join)
+    async with second.awriter() as tail:  # the connection came back to the pool
+        assert tail == second.tail()
+    db.close()

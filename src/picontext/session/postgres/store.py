@@ -622,6 +622,20 @@ class PgSessionStore:
         with self._holding(pool, conn) as tail:
             yield tail
 
+    async def _acheckout(self) -> tuple[Any, Any]:
+        """`db.checkout` off the event loop; if the task is cancelled meanwhile (an abort), the
+        connection the thread still gets goes back to the pool instead of being lost to it."""
+        checkout = asyncio.ensure_future(asyncio.to_thread(self.db.checkout, what=self.session_id))
+        try:
+            return await asyncio.shield(checkout)
+        except asyncio.CancelledError:
+            def give_back(done: asyncio.Future[tuple[Any, Any]]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    self.db.checkin(*done.result())
+
+            checkout.add_done_callback(give_back)
+            raise
+
     @contextlib.asynccontextmanager
     async def awriter(self) -> AsyncIterator[Tail | None]:
         """`writer()` for asyncio: the waits for a connection and for the lock run off the event
@@ -629,7 +643,7 @@ class PgSessionStore:
         if self._key in _held():
             yield await asyncio.to_thread(self.tail)
             return
-        pool, conn = await asyncio.to_thread(self.db.checkout, what=self.session_id)
+        pool, conn = await self._acheckout()
         with self._locking(pool, conn) as deadline:
             while True:
                 if await asyncio.to_thread(self._try_lock, conn, deadline):
