@@ -7,11 +7,11 @@ holds, projects to and exports as does not depend on where it is stored.
 
 Concurrency rule: the tail is (generation, number of lines). An append names the tail it
 extends; `picontext_append` takes the session's writer lock, compares, and inserts all lines or
-none, in one statement and one transaction. A writer that is behind gets `StaleSessionError`;
-two writers can never both extend the same tail. The writer section (`writer()`/`awriter()`) is
-a session-level advisory lock on a dedicated connection; the holder's appends (same thread or
-asyncio task) go through that connection, everybody else's appends wait for it (up to the lock
-timeout).
+none, in one statement and one transaction (one round trip on an autocommit connection). A
+writer that is behind gets `StaleSessionError`; two writers can never both extend the same tail.
+The writer section (`writer()`/`awriter()`) is a transaction holding the same lock on a pooled
+connection; the holder's appends (same thread or asyncio task) go through that connection,
+everybody else's appends wait for it (up to the lock timeout).
 
 `store_factory(url)` gives what `SessionManager(..., store_factory=)` expects: the manager names
 sessions by file path; the factory keeps only the session id from it (`<ts>_<id>.jsonl`, a bare
