@@ -512,11 +512,25 @@ class ChatUI:
     async def cmd_export(self, arg: str) -> None:
         from picontext.cli.export_cmds import write_export
 
-        def export() -> str:  # reads and renders the whole file: off the event loop
-            path = self.c.manager.get_session_file()
-            if not self.c.manager.is_persisted() or not path or not os.path.exists(path):
+        def export() -> str:  # reads and renders the whole session: off the event loop
+            from picontext.cli.store_cmds import store_url
+
+            manager = self.c.manager
+            path = manager.get_session_file()
+            if store_url() is not None and manager.is_persisted():
+                # A database session: named by its id; the page goes to ID.html here by default.
+                from picontext.cli.store_cmds import resolve
+                from picontext.session.postgres.listing import SessionNotFound
+
+                sid = manager.get_session_id()
+                try:
+                    resolve(store_url(), sid)  # type: ignore[arg-type]
+                except SessionNotFound:
+                    raise CliError("Nothing to export yet: the session is written with the first reply") from None
+                return write_export(sid, manager.get_leaf_id(), arg or f"{sid}.html")
+            if not manager.is_persisted() or not path or not os.path.exists(path):
                 raise CliError("Nothing to export yet: the session file is written with the first reply")
-            return write_export(path, self.c.manager.get_leaf_id(), arg or None)
+            return write_export(path, manager.get_leaf_id(), arg or None)
 
         self.view.line(f"Exported to {await asyncio.to_thread(export)}", "green")
 
