@@ -28,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import os
 from array import array
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import attrgetter, sub
 from typing import Any
 
 import msgspec
@@ -42,18 +43,25 @@ _MAX_KINDS = 255
 _ROLE_CODES = {"assistant": ROLE_ASSISTANT, "system": ROLE_SYSTEM}
 
 
-class _Role(msgspec.Struct, gc=False):
+class _Role(msgspec.Struct, gc=False, frozen=True):
     role: Any = None
+
+
+_NO_MESSAGE = _Role()  # an entry without `message` (shared, so reading its role needs no test)
 
 
 class _HeadWithRole(msgspec.Struct, gc=False):
     type: Any = msgspec.UNSET
     id: Any = msgspec.UNSET
     parentId: Any = None
-    message: _Role | None = None
+    message: _Role | None = _NO_MESSAGE
 
 
-_decode_head = msgspec.json.Decoder(_HeadWithRole).decode
+_head_decoder = msgspec.json.Decoder(_HeadWithRole)
+_decode_head = _head_decoder.decode
+_decode_heads = _head_decoder.decode_lines
+_type_of, _id_of, _parent_of = attrgetter("type"), attrgetter("id"), attrgetter("parentId")
+_role_of = attrgetter("message.role")
 
 
 class EntryColumns(msgspec.Struct, array_like=True, gc=False):
@@ -148,17 +156,18 @@ def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes
     Marks `data` irregular at the first line it cannot describe."""
     data.mtime_ns = st.st_mtime_ns
     builder = _Builder(data) if data.regular else None
-    pending = b""
+    pending: list[bytes] = []  # a line begun but not ended yet (a long line spans several chunks)
     while chunk := f.read(_CHUNK):
-        block = pending + chunk if pending else chunk
-        pieces = block.split(b"\n")
-        pending = pieces.pop()  # after the last "\n": completed by the next chunk, or the tail
-        if not pieces:
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            pending.append(chunk)
             continue
-        cut = len(block) - len(pending)
+        block = b"".join([*pending, chunk]) if pending else chunk
+        cut += len(block) - len(chunk)
+        pending = [block[cut:]] if cut < len(block) else []
         if builder is not None:
             try:
-                builder.add(pieces)
+                builder.add_block(block, cut)
             except _Irregular:
                 builder = None
                 _mark_irregular(data)
@@ -167,7 +176,7 @@ def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes
     if builder is not None:
         builder.finish()
     data.prefix_hash = hasher.digest()
-    return pending
+    return b"".join(pending)
 
 
 def _mark_irregular(data: EntryColumns) -> None:
@@ -190,18 +199,60 @@ class _Builder:
         self.kind_code = {name: code for code, name in enumerate(data.kind_names)}
         self.by_id = dict(zip(data.ids, range(len(data.ids)), strict=True))
 
-    def add(self, pieces: list[bytes]) -> None:
-        """Complete lines (without their newlines), the first starting at `data.size`."""
+    def add_block(self, block: bytes, cut: int) -> None:
+        """The complete lines of `block[:cut]` (`cut` is just after a newline); `block` starts at
+        `data.size` in the file."""
         data = self.data
-        offset = data.size
         start = 0
-        if not data.header_seen:
-            for piece in pieces:
-                start += 1
-                offset += len(piece) + 1
-                if _take_header(data, piece):
-                    break
-        pieces = pieces[start:]
+        while not data.header_seen and start < cut:
+            end = block.index(b"\n", start)
+            piece = block[start:end]
+            start = end + 1
+            _take_header(data, piece)
+        if start < cut and not self._add_dense(block, start, cut):
+            self._add_lines(block[start : cut - 1].split(b"\n"), data.size + start)
+
+    def _add_dense(self, block: bytes, start: int, cut: int) -> bool:
+        """The lines of `block[start:cut]` when they have the shape JSON.stringify gives them,
+        one object per line and nothing between ("}\\n{" at every line break, checked): then one
+        C call decodes the heads of all of them and the columns are taken from the heads with
+        C-level maps, building no Python object per line but its head and id. False, adding
+        nothing, for any other shape (`_add_lines` then takes the lines one by one).
+
+        Why the check suffices for `decode_lines` (which reads a stream of values separated by
+        any whitespace) to give exactly one value per line: a line begins with "{", so it begins
+        a value unless a value from the line before goes on; that line ends with "}", after which
+        a value can only go on with ",", "}" or "]" (a raw newline cannot be inside a string).
+        So no value spans a line break, every line holds at least one value, and as many values
+        as lines means one each."""
+        if block[start] != 0x7B or block[cut - 2] != 0x7D:  # "{" ... "}\n": else not worth looking
+            return False
+        ends: list[int] = []  # where each line's newline is
+        append, find = ends.append, block.find
+        at = find(b"\n", start, cut)
+        while at >= 0:
+            append(at)
+            at = find(b"\n", at + 1, cut)
+        n = len(ends)
+        starts = [start]
+        starts.extend(map((1).__add__, ends))
+        starts.pop()
+        if (bytes(map(block.__getitem__, starts)) != b"{" * n
+                or bytes(map(block.__getitem__, map((-1).__add__, ends))) != b"}" * n):
+            return False
+        try:
+            heads = _decode_heads(memoryview(block)[start:cut])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        if len(heads) != n:
+            return False  # two values on one line
+        self._commit(heads, list(map(self.data.size.__add__, starts)), list(map(sub, ends, starts)))
+        return True
+
+    def _add_lines(self, pieces: list[bytes], offset: int) -> None:
+        """Complete lines (without their newlines), the first starting at `offset`, one at a time:
+        blank and falsy lines are skipped, anything else that is not an entry's object is
+        irregular."""
         # Comprehensions over the whole chunk rather than statements per line: several times faster.
         sizes = list(map(len, pieces))
         starts = list(accumulate(sizes, initial=offset))
@@ -213,27 +264,38 @@ class _Builder:
             heads = [heads[i] for i in kept]
             starts = [starts[i] for i in kept]
             sizes = [sizes[i] for i in kept]
-        if not heads:
-            return
-        kinds_here = [head.type for head in heads]
-        ids_here = [head.id for head in heads]
+        if heads:
+            self._commit(heads, starts, sizes)
+
+    def _commit(self, heads: list[Any], starts: list[int], sizes: list[int]) -> None:
+        """Entries with these heads, lines at these offsets and of these sizes, in file order."""
+        data = self.data
+        n = len(heads)
+        kinds_here = list(map(_type_of, heads))
+        ids_here = list(map(_id_of, heads))
+        if set(map(type, kinds_here)) != {str} or set(map(type, ids_here)) != {str} or "session" in kinds_here:
+            raise _Irregular
         by_id, ids = self.by_id, data.ids
         base = len(ids)
-        if {type(k) for k in kinds_here} != {str} or {type(i) for i in ids_here} != {str} or "session" in kinds_here:
-            raise _Irregular
         before = len(by_id)
-        by_id.update(zip(ids_here, range(base, base + len(ids_here)), strict=True))
-        if len(by_id) != before + len(ids_here):
+        by_id.update(zip(ids_here, range(base, base + n), strict=True))
+        if len(by_id) != before + n:
             raise _Irregular  # an id seen twice
         ids.extend(ids_here)
+        parent_ids = list(map(_parent_of, heads))
         try:
-            # Pi follows only a truthy parentId; -2 marks one that names no entry
-            parent_pos = [by_id.get(head.parentId, -2) if head.parentId else -1 for head in heads]
+            if "" in by_id:  # an entry with the empty id: still no entry's parent (not truthy)
+                parent_pos = [by_id.get(p, -2) if p else -1 for p in parent_ids]
+            else:
+                parent_pos = list(map(by_id.get, parent_ids, repeat(-2)))
         except TypeError:
             raise _Irregular from None  # an unhashable parentId
-        # every parent must be an earlier entry (ids are strings, so a non-string parent names none):
-        # dangling, forward and odd parents go to the full reader
-        if -2 in parent_pos or any(p >= i for p, i in zip(parent_pos, range(base, base + len(heads)), strict=True)):
+        for i in _indexes(parent_pos, -2):
+            if parent_ids[i]:
+                raise _Irregular  # names no entry (ids are strings: a parentId of another type neither)
+            parent_pos[i] = -1  # Pi follows only a truthy parentId
+        # every parent must be an earlier entry: forward and self references go to the full reader
+        if max(map(sub, parent_pos, range(base, base + n))) >= 0:
             raise _Irregular
         kind_code, kind_names = self.kind_code, data.kind_names
         for kind in set(kinds_here) - kind_code.keys():
@@ -241,11 +303,9 @@ class _Builder:
                 raise _Irregular
             kind_code[kind] = len(kind_names)
             kind_names.append(kind)
-        self.kinds.extend([kind_code[k] for k in kinds_here])
-        role_code = _ROLE_CODES
-        self.roles.extend([role_code.get(head.message.role, ROLE_OTHER)
-                           if head.message is not None and head.type == "message" and type(head.message.role) is str
-                           else ROLE_OTHER for head in heads])
+        codes = bytes(map(kind_code.__getitem__, kinds_here))
+        self.kinds += codes
+        self.roles += _role_codes(heads, codes, kind_code.get("message", -1))
         self.offsets.extend(starts)
         self.lengths.extend(sizes)
         self.parents.extend(parent_pos)
@@ -257,6 +317,34 @@ class _Builder:
         data.parents = self.parents.tobytes()
         data.kinds = bytes(self.kinds)
         data.roles = bytes(self.roles)
+
+
+def _indexes(values: list[int], target: int) -> list[int]:
+    """Where `target` is in `values` (searched in C: it is rare)."""
+    found: list[int] = []
+    at = -1
+    with contextlib.suppress(ValueError):
+        while True:
+            at = values.index(target, at + 1)
+            found.append(at)
+    return found
+
+
+def _role_codes(heads: list[Any], kinds: bytes, message_code: int) -> bytes:
+    """ROLE_* per entry: from the role of a `message` entry's message, ROLE_OTHER for any other
+    entry (whatever its `message` holds)."""
+    n = len(heads)
+    if message_code < 0:
+        return bytes(n)
+    try:
+        roles = bytes(map(_ROLE_CODES.get, map(_role_of, heads), repeat(ROLE_OTHER)))
+    except (AttributeError, TypeError):  # a null `message`, or an unhashable role
+        roles = bytes([_ROLE_CODES.get(head.message.role, ROLE_OTHER)
+                       if head.message is not None and type(head.message.role) is str else ROLE_OTHER
+                       for head in heads])
+    # keep the codes of message entries only: a mask of 0xFF bytes where the kind is "message"
+    mask = kinds.translate(bytes(0xFF if code == message_code else 0 for code in range(256)))
+    return (int.from_bytes(roles, "little") & int.from_bytes(mask, "little")).to_bytes(n, "little")
 
 
 def _head_of(piece: bytes) -> _HeadWithRole | None:
