@@ -197,6 +197,9 @@ HOSTILE = {
                              b'{"type":"message","id":"b2",', b'"parentId":"a1","timestamp":"t"}',
                              b'{"type":"message","id":"c3","parentId":"a1","timestamp":"t"}'
                              b'{"type":"message","id":"d4","parentId":"a1","timestamp":"t"}'],
+    # the empty id: a parentId "" names no parent (Pi follows only a truthy parentId)
+    "empty id": [b'{"type":"message","id":"","parentId":null,"timestamp":"t"}',
+                 b'{"type":"message","id":"b2","parentId":"","timestamp":"t"}'],
     "blank lines": [b'{"type":"message","id":"a1","parentId":null,"timestamp":"t"}', b"", b"  ",
                     b'{"type":"message","id":"b2","parentId":"a1","timestamp":"t"}'],
 }

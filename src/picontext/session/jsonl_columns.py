@@ -29,7 +29,7 @@ import contextlib
 import os
 from array import array
 from itertools import accumulate, repeat
-from operator import attrgetter, sub
+from operator import attrgetter, ne, sub
 from typing import Any
 
 import msgspec
@@ -146,6 +146,9 @@ class _Irregular(Exception):
     pass
 
 
+_NOTHING = object()  # the entry before the first one: no parentId equals it
+_NEAR = (64, 4096)  # how far back a parent that is not the previous entry is searched first
+_FAR_LOOKUPS = 8  # parents searched for among all ids before an id -> position map is built
 _CHUNK = 2 * 1024 * 1024  # measured: 8 MiB chunks cost ~25 MB more peak memory, no less time
 
 
@@ -197,7 +200,11 @@ class _Builder:
         self.kinds = bytearray(data.kinds)
         self.roles = bytearray(data.roles)
         self.kind_code = {name: code for code, name in enumerate(data.kind_names)}
-        self.by_id = dict(zip(data.ids, range(len(data.ids)), strict=True))
+        self.seen = set(data.ids)
+        # id -> position, built only when many parents are not the entry just before (a set, and
+        # comparing each parentId with the previous id, cost half as much as a dict of every id)
+        self.by_id: dict[str, int] | None = None
+        self.far_lookups = 0
 
     def add_block(self, block: bytes, cut: int) -> None:
         """The complete lines of `block[:cut]` (`cut` is just after a newline); `block` starts at
@@ -271,44 +278,79 @@ class _Builder:
         """Entries with these heads, lines at these offsets and of these sizes, in file order."""
         data = self.data
         n = len(heads)
-        kinds_here = list(map(_type_of, heads))
+        kinds_here = list(map(_type_of, heads))  # strings: checked as new kinds are added
         ids_here = list(map(_id_of, heads))
-        if set(map(type, kinds_here)) != {str} or set(map(type, ids_here)) != {str} or "session" in kinds_here:
+        if set(map(type, ids_here)) != {str}:
             raise _Irregular
-        by_id, ids = self.by_id, data.ids
+        ids = data.ids
         base = len(ids)
-        before = len(by_id)
-        by_id.update(zip(ids_here, range(base, base + n), strict=True))
-        if len(by_id) != before + n:
-            raise _Irregular  # an id seen twice
+        seen = self.seen
+        before = len(seen)
+        seen.update(ids_here)
+        if len(seen) != before + n or "" in seen:
+            raise _Irregular  # an id seen twice; the empty id (names no parent: not truthy)
         ids.extend(ids_here)
+        if self.by_id is not None:
+            self.by_id.update(zip(ids_here, range(base, base + n), strict=True))
         parent_ids = list(map(_parent_of, heads))
+        # Pi appends each entry as a child of the one before it, except after a move in the tree:
+        # take the previous entry as the parent, then look up the few that name another
+        previous = ids[base - 1 : base + n - 1] if base else [_NOTHING, *ids_here[:-1]]
+        parent_pos = list(range(base - 1, base + n - 1))
+        differs = bytes(map(ne, parent_ids, previous))
+        at = differs.find(1)
+        while at >= 0:
+            parent_pos[at] = self._parent_position(parent_ids[at], base + at)
+            at = differs.find(1, at + 1)
+        kind_code = self.kind_code
         try:
-            if "" in by_id:  # an entry with the empty id: still no entry's parent (not truthy)
-                parent_pos = [by_id.get(p, -2) if p else -1 for p in parent_ids]
-            else:
-                parent_pos = list(map(by_id.get, parent_ids, repeat(-2)))
+            codes = bytes(map(kind_code.__getitem__, kinds_here))
+        except KeyError:
+            self._add_kinds(kinds_here)
+            codes = bytes(map(kind_code.__getitem__, kinds_here))
         except TypeError:
-            raise _Irregular from None  # an unhashable parentId
-        for i in _indexes(parent_pos, -2):
-            if parent_ids[i]:
-                raise _Irregular  # names no entry (ids are strings: a parentId of another type neither)
-            parent_pos[i] = -1  # Pi follows only a truthy parentId
-        # every parent must be an earlier entry: forward and self references go to the full reader
-        if max(map(sub, parent_pos, range(base, base + n))) >= 0:
-            raise _Irregular
-        kind_code, kind_names = self.kind_code, data.kind_names
-        for kind in set(kinds_here) - kind_code.keys():
-            if len(kind_names) >= _MAX_KINDS:
-                raise _Irregular
-            kind_code[kind] = len(kind_names)
-            kind_names.append(kind)
-        codes = bytes(map(kind_code.__getitem__, kinds_here))
+            raise _Irregular from None  # an unhashable type
         self.kinds += codes
         self.roles += _role_codes(heads, codes, kind_code.get("message", -1))
         self.offsets.extend(starts)
         self.lengths.extend(sizes)
         self.parents.extend(parent_pos)
+
+    def _parent_position(self, parent: Any, own: int) -> int:
+        """The position of the entry `parent` names, which must come before position `own`."""
+        if not parent:
+            return -1  # Pi follows only a truthy parentId
+        if type(parent) is not str:
+            raise _Irregular  # ids are strings: it names no entry
+        by_id = self.by_id
+        if by_id is None:
+            ids = self.data.ids
+            for near in _NEAR:  # a branch from a recent entry, usually
+                with contextlib.suppress(ValueError):
+                    return ids.index(parent, max(0, own - near), own)
+            self.far_lookups += 1
+            if self.far_lookups <= _FAR_LOOKUPS:
+                try:
+                    return ids.index(parent, 0, own)
+                except ValueError:
+                    raise _Irregular from None  # dangling, forward or self reference
+            by_id = self.by_id = dict(zip(ids, range(len(ids)), strict=True))
+        position = by_id.get(parent, own)
+        if position >= own:
+            raise _Irregular
+        return position
+
+    def _add_kinds(self, kinds: list[Any]) -> None:
+        kind_code, kind_names = self.kind_code, self.data.kind_names
+        try:
+            new = set(kinds) - kind_code.keys()
+        except TypeError:
+            raise _Irregular from None  # an unhashable type
+        for kind in new:
+            if type(kind) is not str or kind == "session" or len(kind_names) >= _MAX_KINDS:
+                raise _Irregular  # not an entry's type, a second header, or too many kinds
+            kind_code[kind] = len(kind_names)
+            kind_names.append(kind)
 
     def finish(self) -> None:
         data = self.data
