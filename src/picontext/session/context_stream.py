@@ -15,7 +15,9 @@ output byte-equal to the full reader's.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable, Iterator
+from itertools import chain
 from typing import Any
 
 from picontext import _json
@@ -30,6 +32,12 @@ _PRODUCING = ("message", "custom_message", "branch_summary", "compaction")
 def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
     """Positions root -> leaf (tree.path_to on the columns): an unknown or empty leaf id means
     the last entry, None means before the first entry."""
+    return list(chain.from_iterable(path_runs(view, leaf)))
+
+
+def path_runs(view: ColumnView, leaf: LeafArg) -> list[range]:
+    """`path_positions` as ranges, walked a range at a time: between two breaks (entries whose
+    parent is not the entry before them) the path is a range of positions."""
     if leaf is None:
         return []
     start = view.position_of(leaf) if leaf else None
@@ -38,27 +46,29 @@ def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
             return []
         start = len(view) - 1
     parents = view.parents
-    path: list[int] = []
-    append = path.append
+    breaks = view.breaks()
+    runs: list[range] = []
     current = start
     while current >= 0:
-        append(current)
-        parent = parents[current]
-        if parent >= current:  # regular columns point only backwards; a damaged cache could loop
+        first = breaks[bisect_right(breaks, current) - 1]
+        runs.append(range(first, current + 1))
+        parent = parents[first]
+        if parent >= first:  # regular columns point only backwards; a damaged cache could loop
             raise ColumnsOutdated("the cached parent column is damaged")
         current = parent
-    path.reverse()
-    return path
+    runs.reverse()
+    return runs
 
 
 def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
     """`_json.dumps(build_session_context(entries, leaf))`, in pieces. Every line it needs is
     read before the first piece is produced, so a file that changed under the columns raises
     `ColumnsOutdated` before anything is written."""
-    path = path_positions(view, leaf)
+    runs = path_runs(view, leaf)
+    path = list(chain.from_iterable(runs))
     kinds = view.kinds
-    path_kinds = bytes([kinds[p] for p in path])
-    path_roles = bytes([view.roles[p] for p in path])
+    path_kinds = b"".join([kinds[run.start : run.stop] for run in runs])
+    path_roles = b"".join([view.roles[run.start : run.stop] for run in runs])
 
     def last(kind: str) -> int:
         code = view.kind_code(kind)
@@ -113,7 +123,7 @@ def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
     return _pieces(view, context, lines, edits, settings, early)
 
 
-def _pieces(view: ColumnView, context: list[int], lines: dict[int, bytes], edits: dict[Hashable, Any],
+def _pieces(view: ColumnView, context: list[int], lines: dict[int, memoryview], edits: dict[Hashable, Any],
             settings: ContextSettings, early: dict[int, Any]) -> Iterator[bytes]:
     kinds = view.kinds
     ids = view.ids
