@@ -53,7 +53,7 @@ def _reject_constant(name: str) -> Any:
     raise JsonLineError(f"invalid JSON constant {name}")
 
 
-def loads(data: bytes | memoryview | str) -> Any:
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """Parse one JSON text the way JSON.parse does; raise JsonLineError when it would throw."""
     try:
         return orjson.loads(data)

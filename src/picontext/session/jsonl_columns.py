@@ -134,12 +134,13 @@ def covers_prefix(data: EntryColumns, st: os.stat_result, f: Any) -> Any:
         return None
     hasher = jsonl_index.new_hasher()
     left = data.size
-    while left > 0:
-        chunk = f.read(min(left, _CHUNK))
-        if not chunk:
-            return None
-        hasher.update(chunk)
-        left -= len(chunk)
+    with memoryview(bytearray(min(left, _CHUNK))) as buffer:  # one buffer, read into again and again
+        while left > 0:
+            got = f.readinto(buffer[: min(left, len(buffer))])
+            if not got:
+                return None
+            hasher.update(buffer[:got])
+            left -= got
     return hasher if hasher.digest() == data.prefix_hash else None
 
 
@@ -162,27 +163,37 @@ def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes
     Marks `data` irregular at the first line it cannot describe."""
     data.mtime_ns = st.st_mtime_ns
     builder = _Builder(data) if data.regular else None
-    pending: list[bytes] = []  # a line begun but not ended yet (a long line spans several chunks)
-    while chunk := f.read(_CHUNK):
-        cut = chunk.rfind(b"\n") + 1
+    # One buffer read into again and again, the unfinished line moved to its front each time:
+    # a new bytes object per chunk costs 4x more (allocation, page faults, joining).
+    buffer = bytearray(_CHUNK)
+    filled = 0  # bytes of `buffer` holding the file (from data.size on)
+    while True:
+        if filled == len(buffer):
+            buffer += bytes(len(buffer))  # a line longer than the buffer: make room
+        with memoryview(buffer) as free:
+            got = f.readinto(free[filled:])
+        if not got:
+            break
+        end = filled + got
+        cut = buffer.rfind(b"\n", 0, end) + 1
         if not cut:
-            pending.append(chunk)
+            filled = end
             continue
-        block = b"".join([*pending, chunk]) if pending else chunk
-        cut += len(block) - len(chunk)
-        pending = [block[cut:]] if cut < len(block) else []
         if builder is not None:
             try:
-                builder.add_block(block, cut)
+                builder.add_block(buffer, cut)
             except _Irregular:
                 builder = None
                 _mark_irregular(data)
-        hasher.update(memoryview(block)[:cut])
+        with memoryview(buffer) as covered:
+            hasher.update(covered[:cut])
         data.size += cut
+        buffer[: end - cut] = buffer[cut:end]
+        filled = end - cut
     if builder is not None:
         builder.finish()
     data.prefix_hash = hasher.digest()
-    return b"".join(pending)
+    return bytes(buffer[:filled])
 
 
 def _mark_irregular(data: EntryColumns) -> None:
@@ -209,9 +220,9 @@ class _Builder:
         self.by_id: dict[str, int] | None = None
         self.far_lookups = 0
 
-    def add_block(self, block: bytes, cut: int) -> None:
-        """The complete lines of `block[:cut]` (`cut` is just after a newline); `block` starts at
-        `data.size` in the file."""
+    def add_block(self, block: bytearray, cut: int) -> None:
+        """The complete lines of `block[:cut]` (`cut` is just after a newline; what follows is
+        not looked at); `block` starts at `data.size` in the file."""
         data = self.data
         start = 0
         while not data.header_seen and start < cut:
@@ -222,7 +233,7 @@ class _Builder:
         if start < cut and not self._add_dense(block, start, cut):
             self._add_lines(block[start : cut - 1].split(b"\n"), data.size + start)
 
-    def _add_dense(self, block: bytes, start: int, cut: int) -> bool:
+    def _add_dense(self, block: bytearray, start: int, cut: int) -> bool:
         """The lines of `block[start:cut]` when they have the shape JSON.stringify gives them,
         one object per line and nothing between ("}\\n{" at every line break, checked): then one
         C call decodes the heads of all of them and the columns are taken from the heads with
@@ -259,7 +270,7 @@ class _Builder:
         self._commit(heads, list(map(self.data.size.__add__, starts)), list(map(sub, ends, starts)))
         return True
 
-    def _add_lines(self, pieces: list[bytes], offset: int) -> None:
+    def _add_lines(self, pieces: list[bytearray], offset: int) -> None:
         """Complete lines (without their newlines), the first starting at `offset`, one at a time:
         blank and falsy lines are skipped, anything else that is not an entry's object is
         irregular."""
@@ -392,7 +403,7 @@ def _role_codes(heads: list[Any], kinds: bytes, message_code: int) -> bytes:
     return (int.from_bytes(roles, "little") & int.from_bytes(mask, "little")).to_bytes(n, "little")
 
 
-def _head_of(piece: bytes) -> _HeadWithRole | None:
+def _head_of(piece: bytes | bytearray) -> _HeadWithRole | None:
     """The head of an entry line; None for a line Pi skips (blank or falsy); _Irregular for a
     line the columns cannot describe (unparsable, not an object, an odd `message`)."""
     try:
@@ -410,7 +421,7 @@ def _head_of(piece: bytes) -> _HeadWithRole | None:
     raise _Irregular
 
 
-def _take_header(data: EntryColumns, piece: bytes) -> bool:
+def _take_header(data: EntryColumns, piece: bytes | bytearray) -> bool:
     """Whether `piece` is the first value of the file (then it must be a current-version header)."""
     if not piece.strip(b" \t\r\n\x0b\x0c"):
         return False
