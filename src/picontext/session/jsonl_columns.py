@@ -1,13 +1,15 @@
 """Per-entry columns of one JSONL session file, cached: where each entry's line is, its parent,
-type, role and id, so a projection reads and parses only the lines it needs.
+type and id, so a projection reads and parses only the lines it needs.
 
 Where: `$PICONTEXT_DIR/index/<hash of the file's real path>.cols` (msgpack), beside the listing
 index (`jsonl_index.py`), which stays small for listing. `PICONTEXT_INDEX=0`: built in memory
 for the one call, never written.
 
 What, per non-header entry in file order: byte offset and length of its line, position of its
-parent (-1: none), a type code (into `kind_names`), a role code (assistant, system, other) and
-its id. Stored as packed arrays and one list of strings, so loading 100k entries builds no
+parent (-1: none), a type code (into `kind_names`) and its id. (No message role: the two
+questions a context asks of roles, the last assistant message and the system messages kept by a
+compaction, are answered from lines it reads anyway; a column cost every entry's message a
+decode.) Stored as packed arrays and one list of strings, so loading 100k entries builds no
 per-entry Python objects except the id strings.
 
 Only *regular* files get columns: a current-version header first, then entries that are JSON
@@ -29,6 +31,7 @@ import contextlib
 import os
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterable
 from itertools import accumulate, pairwise, repeat
 from operator import add, attrgetter, gt, lt, ne, or_, sub
 from typing import Any
@@ -38,31 +41,22 @@ import msgspec
 from picontext import _json
 from picontext.session import jsonl_index
 
-COLUMNS_VERSION = 2
-ROLE_OTHER, ROLE_ASSISTANT, ROLE_SYSTEM = 0, 1, 2
+COLUMNS_VERSION = 3  # 3: no role column
 _MAX_KINDS = 255
-_ROLE_CODES = {"assistant": ROLE_ASSISTANT, "system": ROLE_SYSTEM}
 
 
-class _Role(msgspec.Struct, gc=False, frozen=True):
-    role: Any = None
-
-
-_NO_MESSAGE = _Role()  # an entry without `message` (shared, so reading its role needs no test)
-
-
-class _HeadWithRole(msgspec.Struct, gc=False):
-    type: Any = msgspec.UNSET
-    id: Any = msgspec.UNSET
+class _Head(msgspec.Struct, gc=False):
+    # an entry whose type or id is not a string (or absent) is not one the columns describe:
+    # msgspec refuses it in C, and the line-by-line path then finds it irregular
+    type: str
+    id: str
     parentId: Any = None
-    message: _Role | None = _NO_MESSAGE
 
 
-_head_decoder = msgspec.json.Decoder(_HeadWithRole)
+_head_decoder = msgspec.json.Decoder(_Head)
 _decode_head = _head_decoder.decode
 _decode_heads = _head_decoder.decode_lines
 _type_of, _id_of, _parent_of = attrgetter("type"), attrgetter("id"), attrgetter("parentId")
-_role_of = attrgetter("message.role")
 
 
 class EntryColumns(msgspec.Struct, array_like=True, gc=False):
@@ -78,7 +72,6 @@ class EntryColumns(msgspec.Struct, array_like=True, gc=False):
     lengths: bytes = b""  # array('q')
     parents: bytes = b""  # array('i'), -1 for a root
     kinds: bytes = b""  # one byte per entry: index into kind_names
-    roles: bytes = b""  # one byte per entry: ROLE_*
     kind_names: list[str] = msgspec.field(default_factory=list)
     ids: list[str] = msgspec.field(default_factory=list)
 
@@ -104,7 +97,7 @@ def _consistent(data: EntryColumns) -> bool:
     """Every column has one item per id (a damaged cache is rebuilt, never trusted)."""
     n = len(data.ids)
     return (len(data.offsets) == len(data.lengths) == 8 * n and len(data.parents) == 4 * n
-            and len(data.kinds) == len(data.roles) == n and (n == 0 or max(data.kinds) < len(data.kind_names)))
+            and len(data.kinds) == n and (n == 0 or max(data.kinds) < len(data.kind_names)))
 
 
 def drop_columns(real_path: str) -> None:
@@ -198,7 +191,7 @@ def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes
 
 def _mark_irregular(data: EntryColumns) -> None:
     data.regular = False
-    data.offsets = data.lengths = data.parents = data.kinds = data.roles = b""
+    data.offsets = data.lengths = data.parents = data.kinds = b""
     data.kind_names = []
     data.ids = []
 
@@ -212,7 +205,6 @@ class _Builder:
         self.lengths = array("q", data.lengths)
         self.parents = array("i", data.parents)
         self.kinds = bytearray(data.kinds)
-        self.roles = bytearray(data.roles)
         self.kind_code = {name: code for code, name in enumerate(data.kind_names)}
         self.seen = set(data.ids)
         # id -> position, built only when many parents are not the entry just before (a set, and
@@ -267,7 +259,7 @@ class _Builder:
             return False
         if len(heads) != n:
             return False  # two values on one line
-        self._commit(heads, list(map(self.data.size.__add__, starts)), list(map(sub, ends, starts)))
+        self._commit(heads, map(self.data.size.__add__, starts), map(sub, ends, starts))
         return True
 
     def _add_lines(self, pieces: list[bytearray], offset: int) -> None:
@@ -288,14 +280,12 @@ class _Builder:
         if heads:
             self._commit(heads, starts, sizes)
 
-    def _commit(self, heads: list[Any], starts: list[int], sizes: list[int]) -> None:
+    def _commit(self, heads: list[Any], starts: Iterable[int], sizes: Iterable[int]) -> None:
         """Entries with these heads, lines at these offsets and of these sizes, in file order."""
         data = self.data
         n = len(heads)
-        kinds_here = list(map(_type_of, heads))  # strings: checked as new kinds are added
-        ids_here = list(map(_id_of, heads))
-        if set(map(type, ids_here)) != {str}:
-            raise _Irregular
+        kinds_here = list(map(_type_of, heads))
+        ids_here = list(map(_id_of, heads))  # strings (the decoder's type)
         ids = data.ids
         base = len(ids)
         seen = self.seen
@@ -310,7 +300,7 @@ class _Builder:
         # Pi appends each entry as a child of the one before it, except after a move in the tree:
         # take the previous entry as the parent, then look up the few that name another
         previous = ids[base - 1 : base + n - 1] if base else [_NOTHING, *ids_here[:-1]]
-        parent_pos = list(range(base - 1, base + n - 1))
+        parent_pos = array("i", range(base - 1, base + n - 1))
         differs = bytes(map(ne, parent_ids, previous))
         at = differs.find(1)
         while at >= 0:
@@ -325,7 +315,6 @@ class _Builder:
         except TypeError:
             raise _Irregular from None  # an unhashable type
         self.kinds += codes
-        self.roles += _role_codes(heads, codes, kind_code.get("message", -1))
         self.offsets.extend(starts)
         self.lengths.extend(sizes)
         self.parents.extend(parent_pos)
@@ -372,7 +361,6 @@ class _Builder:
         data.lengths = self.lengths.tobytes()
         data.parents = self.parents.tobytes()
         data.kinds = bytes(self.kinds)
-        data.roles = bytes(self.roles)
 
 
 def _indexes(values: list[int], target: int) -> list[int]:
@@ -386,24 +374,7 @@ def _indexes(values: list[int], target: int) -> list[int]:
     return found
 
 
-def _role_codes(heads: list[Any], kinds: bytes, message_code: int) -> bytes:
-    """ROLE_* per entry: from the role of a `message` entry's message, ROLE_OTHER for any other
-    entry (whatever its `message` holds)."""
-    n = len(heads)
-    if message_code < 0:
-        return bytes(n)
-    try:
-        roles = bytes(map(_ROLE_CODES.get, map(_role_of, heads), repeat(ROLE_OTHER)))
-    except (AttributeError, TypeError):  # a null `message`, or an unhashable role
-        roles = bytes([_ROLE_CODES.get(head.message.role, ROLE_OTHER)
-                       if head.message is not None and type(head.message.role) is str else ROLE_OTHER
-                       for head in heads])
-    # keep the codes of message entries only: a mask of 0xFF bytes where the kind is "message"
-    mask = kinds.translate(bytes(0xFF if code == message_code else 0 for code in range(256)))
-    return (int.from_bytes(roles, "little") & int.from_bytes(mask, "little")).to_bytes(n, "little")
-
-
-def _head_of(piece: bytes | bytearray) -> _HeadWithRole | None:
+def _head_of(piece: bytes | bytearray) -> _Head | None:
     """The head of an entry line; None for a line Pi skips (blank or falsy); _Irregular for a
     line the columns cannot describe (unparsable, not an object, an odd `message`)."""
     try:
@@ -452,7 +423,6 @@ class ColumnView:
         self.lengths = array("q", data.lengths)
         self.parents = array("i", data.parents)
         self.kinds = data.kinds
-        self.roles = data.roles
         self.kind_names = data.kind_names
         self.ids = data.ids
         self._fd = fd
