@@ -243,6 +243,7 @@ IRREGULAR = {
     "missing id": [{"type": "message", "parentId": None}],
     "second header": [{"type": "session", "version": 3, "id": "s2"}],
     "not an object": [[1, 2]],
+    "empty id": [{"type": "message", "id": "", "parentId": None}],
 }
 
 
@@ -433,3 +434,12 @@ def test_system_messages_kept_by_a_compaction_are_left_out(tmp_path: Path) -> No
     assert out == full_reader(path)
     roles = [m["role"] for m in json.loads(out)["messages"]]
     assert roles == ["compactionSummary", "assistant", "user", "system"]  # kept ones without system; after: kept
+
+
+def test_a_model_change_after_the_last_assistant_message_wins(tmp_path: Path) -> None:
+    messages: list[Any] = [_assistant("before"), {"provider": "q", "modelId": "changed"},
+                           *[{"role": "user", "content": f"u{i}", "timestamp": 1} for i in range(30)]]
+    path = _lines_file(tmp_path, _chain(messages, ["message", "model_change", *["message"] * 30]))
+    out = from_columns(path)
+    assert out == full_reader(path)
+    assert json.loads(out)["model"] == {"provider": "q", "modelId": "changed"}
