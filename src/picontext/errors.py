@@ -125,6 +125,11 @@ class SummaryError(SummarizationFailed):
     pass
 
 
+class SummaryOverflow(SummaryError):
+    """The summarizer's server said a summary request did not fit its window (the chunking's
+    chars/4 estimate was short: numeric text tokenizes up to ~1.5x it on small local models)."""
+
+
 class SummaryTruncated(SummarizationFailed):
     pass
 

@@ -35,3 +35,4 @@ def test_help_still_lists_every_command() -> None:
                          check=True).stdout
     for command in ("context", "sessions", "compact", "run", "chat"):
         assert command in out
+    assert "--store URL" in out and "PICONTEXT_STORE" in out  # taken out before parsing, still documented

@@ -276,7 +276,8 @@ def _doc_examples() -> list[dict[str, Any]]:
 
 def test_models_json_examples_in_the_docs(home: Path) -> None:
     examples = _doc_examples()
-    assert [next(iter(e["providers"])) for e in examples] == ["ollama", "llamacpp", "vllm", "lmstudio", "openrouter"]
+    assert [next(iter(e["providers"])) for e in examples] == [
+        "ollama", "llamacpp", "llama-cpp-python", "vllm", "lmstudio", "openrouter"]
     for example in examples:
         (home / "models.json").write_text(json.dumps(example))
         r = run("models", "list", "--json", OPENROUTER_API_KEY=SECRET)

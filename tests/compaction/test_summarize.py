@@ -215,6 +215,49 @@ async def test_large_span_is_summarized_in_chunks_oldest_first() -> None:
     assert result.summary == f"summary after chunk {len(seen)}" and result.calls == len(seen)
 
 
+def _dense_server(window: int, ratio: float, seen: list[str]):
+    """A summarizer whose real tokenizer counts `ratio` x chars/4 (numbers on a small local model)
+    and that answers a request over its window with the wording llama.cpp's server uses."""
+
+    def reply(req):
+        text = _text(req)
+        real = int(len(prompts.SYSTEM_PROMPT + text) / 4 * ratio) + req.max_tokens
+        if real > window:
+            return assistant_reply(None, stop_reason="error", error=(
+                f"Error code: 400 - This model's maximum context length is {window} tokens. However, you "
+                f"requested {real} tokens. Please reduce the length of the messages."))
+        seen.append(text)
+        return f"summary after chunk {len(seen)}"
+
+    return reply
+
+
+async def test_a_chunk_the_server_finds_too_large_is_split_and_the_fold_goes_on() -> None:
+    msgs = []
+    for i in range(40):
+        msgs += [user(f"step {i} " + "4821 9075 " * 150), assistant(f"done {i}")]
+    seen: list[str] = []
+    model = ScriptedCompletion(default=_dense_server(4000, 1.6, seen), context_window=4000, max_output_tokens=500)
+    result = await summarize_preparation(Prep(msgs), model, reserve_tokens=1000, verify=False)
+    refused = len(model.requests) - len(seen)
+    assert refused >= 1  # the chars/4 chunking was short: the server refused at least one chunk
+    assert "step 0 " in seen[0] and "step 39 " in seen[-1]
+    for i in range(1, len(seen)):  # the fold over the smaller chunks still carries the summary forward
+        assert f"<previous-summary>\nsummary after chunk {i}\n</previous-summary>" in seen[i]
+    assert all(f"step {i} " in "".join(seen) for i in range(40))  # nothing skipped
+    assert result.summary == f"summary after chunk {len(seen)}" and result.calls == len(model.requests)
+
+
+async def test_an_overflow_that_smaller_chunks_cannot_cure_fails_the_compaction() -> None:
+    seen: list[str] = []
+    # A window smaller than the output budget: no chunk size helps, the compaction fails cleanly.
+    model = ScriptedCompletion(default=_dense_server(400, 1.0, seen), context_window=4000, max_output_tokens=500)
+    with pytest.raises(SummaryError, match="maximum context length"):
+        await summarize_preparation(Prep([user("x " * 3000), assistant("ok")]), model, reserve_tokens=1000,
+                                    verify=False)
+    assert seen == [] and 1 < len(model.requests) < 12  # halved a few times, then gave up
+
+
 async def test_model_written_machine_blocks_are_replaced() -> None:
     reply = "notes\n\n<modified-files>\nfake.py\n</modified-files>"
     result = await summarize_preparation(Prep([user("x")]), ScriptedCompletion([reply]), reserve_tokens=100,

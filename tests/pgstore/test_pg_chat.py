@@ -54,11 +54,23 @@ def test_resume_picker_and_continue_on_the_database(server: ScriptedModelServer,
         assert "Renamed it." in screen and "Added test_x." not in screen
         term.type("is it still renamed?")
         term.wait_for("Still renamed.")
+        term.type("/export")  # a database session: the page goes to ID.html in the working directory
+        term.wait_for(f"Exported to {older}.html")
+        term.type("/new")  # a new session of the database (written with its first reply)
+        term.wait_for("New session")
+        term.type("/resume")  # the database's sessions of this directory, most recent first
+        term.wait_until(lambda screen: screen.count("Resume which session?") == 2)
+        picker = term.wait_for("Esc cancel").rsplit("Resume which session?", 1)[1]
+        assert picker.index(f"{older[:13]}  rename the module") < picker.index(f"{newer[:13]}  add a test")
+        term.send("Down")
+        term.send("Enter")
+        term.wait_until(lambda screen: "Added test_x." in screen.rsplit("Resume which session?", 1)[1])
         term.type("/exit")
         term.wait_for("EXITED-0")
     finally:
         term.close()
     assert _texts(pg_url, older)[-2:] == ["is it still renamed?", "Still renamed."]
+    assert "is it still renamed?" in (tmp_path / f"{older}.html").read_text(encoding="utf-8")
     assert _texts(pg_url, newer) == ["add a test", "Added test_x."]
 
     # -c: the most recently active stored session of the directory (the one just continued)

@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
                                    "every entry, the context size per request, each compaction's dropped entries, "
                                    "cost per model (docs/viewer.md).", "picontext export session.jsonl",
                                    "picontext export session.jsonl --leaf 3f2a9c1d -o branch.html"))
-    p.add_argument("file", help="session file (.jsonl)")
+    p.add_argument("file", help="session file (.jsonl), or a session id or unique prefix (also with --store)")
     p.add_argument("--leaf", metavar="ID", help="show the branch ending here (default: the session's leaf)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default: FILE with .html; '-' for stdout)")
     p.set_defaults(handler=cmd_export)

@@ -66,6 +66,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="print mode: run the agent once on PROMPT (same as `picontext run -p`)")
     parser.add_argument("--mode", choices=("text", "json"), default=argparse.SUPPRESS,
                         help="print mode output: text (the reply) or json (one event per line)")
+    # Taken out of the arguments before parsing (apply_store_flag: valid anywhere, on every
+    # command); declared here so that --help names it.
+    parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
+                        help="sessions in a PostgreSQL database instead of files (also $PICONTEXT_STORE; "
+                        "anywhere on the command line, for every command; docs/storage.md)")
     if only is None and importlib.util.find_spec("picontext.cli.modes.common") is not None:
         importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

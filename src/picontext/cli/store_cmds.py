@@ -120,6 +120,31 @@ def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:
     return SessionManager.create(cwd, cwd, store_factory=factory)
 
 
+def stored_new(url: str, cwd: str) -> Any:
+    """A new session in the database (the chat's `/new`)."""
+    from picontext.session.manager import SessionManager
+    from picontext.session.postgres import store_factory
+
+    return SessionManager.create(cwd, cwd, store_factory=store_factory(open_database(url)))
+
+
+def stored_sessions(url: str, cwd: str) -> list[Any]:
+    """The database's sessions of `cwd`, newest activity first (the chat's `/resume` list)."""
+    from picontext.session.postgres.listing import list_sessions
+
+    return list_sessions(open_database(url), cwd)
+
+
+def stored_open(url: str, ref: str) -> Any:
+    """The session `ref` names in the database (an id, a unique prefix, or a listed location)."""
+    from picontext.session.manager import SessionManager
+    from picontext.session.postgres import store_factory
+    from picontext.session.postgres.listing import resolve_session
+
+    db = open_database(url)
+    return SessionManager.open(resolve_session(db, ref.rsplit("#", 1)[-1]), store_factory=store_factory(db))
+
+
 def register(sub: Any) -> None:
     from picontext.cli.main import described
 

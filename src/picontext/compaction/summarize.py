@@ -9,7 +9,9 @@ spec 02 §7.3-§7.7) with these deliberate differences (docs/divergences.md):
 * `aborted` and empty replies are typed failures (Pi returns their text);
 * `firstKeptEntryId` is checked before any request (Pi: after spending tokens);
 * a span too large for the summarizing model's window is summarized in chunks, oldest first,
-  each result fed forward as the previous summary (issue 3 §5c);
+  each result fed forward as the previous summary (issue 3 §5c); a chunk whose request the
+  server still reports as overflowing its window is split in halves and retried, down to
+  `MIN_CHUNK_TOKENS` (Pi fails the compaction);
 * the verified-facts ledger (`verify.py`) is appended after the model's text.
 
 Any failure raises a `SummarizationFailed` subclass; the caller has written nothing yet.
@@ -25,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from picontext.ai.overflow import is_context_overflow
 from picontext.compaction import prompts
 from picontext.compaction.completion import Completion, CompletionOptions
 from picontext.compaction.file_ops import (
@@ -46,6 +49,7 @@ from picontext.errors import (
     SummaryAborted,
     SummaryEmpty,
     SummaryError,
+    SummaryOverflow,
     SummaryToolCall,
     SummaryTruncated,
 )
@@ -65,6 +69,9 @@ __all__ = [
 CHARS_PER_TOKEN = 4
 INPUT_SAFETY = 0.8
 """Share of the computed room actually filled: chars/4 undercounts code and non-English text."""
+MIN_CHUNK_TOKENS = 256
+"""Below this a chunk that still overflows is not split again: the overhead (prompt, previous
+summary, output budget) is what does not fit, and smaller chunks would not help."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +159,15 @@ def chunk_conversation(parts: Sequence[str], budget_tokens: int | None) -> list[
     With everything fitting (or no budget) this is one chunk equal to the plain serialization.
     A single part larger than the budget is cut into pieces.
     """
+    return ["\n\n".join(group) for group in _chunk_parts(parts, budget_tokens)]
+
+
+def _chunk_parts(parts: Sequence[str], budget_tokens: int | None) -> list[list[str]]:
     joined = "\n\n".join(parts)
     if budget_tokens is None or _tokens(joined) <= budget_tokens:
-        return [joined]
+        return [list(parts)]
     max_chars = budget_tokens * CHARS_PER_TOKEN
-    chunks: list[str] = []
+    chunks: list[list[str]] = []
     current: list[str] = []
     size = 0
     for part in parts:
@@ -164,13 +175,29 @@ def chunk_conversation(parts: Sequence[str], budget_tokens: int | None) -> list[
         for piece in pieces:
             length = utf16_len(piece) + 2
             if current and size + length > max_chars:
-                chunks.append("\n\n".join(current))
+                chunks.append(current)
                 current, size = [], 0
             current.append(piece)
             size += length
     if current:
-        chunks.append("\n\n".join(current))
+        chunks.append(current)
     return chunks
+
+
+async def _fold(parts: Sequence[str], budget: int | None, summary: str | None,
+                ask: Callable[[str, str | None], Awaitable[str]]) -> str | None:
+    """`summary` folded over the chunks of `parts`: each chunk's request carries the summary so
+    far. A chunk the server reports as too large for its window is re-chunked at half its
+    estimated size (each half again if need be), so the fold goes on where the estimate was short."""
+    for chunk in _chunk_parts(parts, budget):
+        try:
+            summary = await ask("\n\n".join(chunk), summary)
+        except SummaryOverflow:
+            smaller = _tokens("\n\n".join(chunk)) // 2
+            if smaller < MIN_CHUNK_TOKENS:
+                raise
+            summary = await _fold(chunk, smaller, summary, ask)
+    return summary
 
 
 def _message_parts(messages: Sequence[Any]) -> list[str]:
@@ -192,6 +219,9 @@ class _Calls:
     async def ask(self, user_text: str, max_tokens: int, label: str) -> str:
         messages = [{"role": "user", "content": [{"type": "text", "text": user_text}], "timestamp": 0}]
         reply = await self.completion(prompts.SYSTEM_PROMPT, messages, max_tokens, self.options)
+        if reply.get("stopReason") == "error" and is_context_overflow(reply):
+            self.count += 1
+            raise SummaryOverflow(f"{label} failed: {reply.get('errorMessage') or 'context overflow'}")
         return self._text(reply, label)
 
     async def ask_cached(self, cached: CachedPrefix, end: int, instruction: str, max_tokens: int,
@@ -214,21 +244,25 @@ async def _history(calls: _Calls, messages: Sequence[Any], previous: str | None,
     budget = input_budget(calls.completion, max_tokens, overhead)
     if budget is not None and previous:
         budget = max(256, budget - _tokens(previous))
-    summary = previous
-    for chunk in chunk_conversation(_message_parts(messages), budget):
-        summary = await calls.ask(prompts.history_request(chunk, summary, instructions), max_tokens,
-                                  "Summarization")
+    async def ask(chunk: str, summary: str | None) -> str:
+        return await calls.ask(prompts.history_request(chunk, summary, instructions), max_tokens, "Summarization")
+
+    summary = await _fold(_message_parts(messages), budget, previous, ask)
     assert summary is not None
     return summary
 
 
 async def _turn_prefix(calls: _Calls, messages: Sequence[Any], max_tokens: int) -> str:
     budget = input_budget(calls.completion, max_tokens, prompts.turn_prefix_request(""))
-    chunks = chunk_conversation(_message_parts(messages), budget)
-    summary = await calls.ask(prompts.turn_prefix_request(chunks[0]), max_tokens, "Turn prefix summarization")
-    for chunk in chunks[1:]:  # a prefix larger than the window: fold the rest in, as for history
-        summary = await calls.ask(prompts.history_request(chunk, summary, None), max_tokens,
-                                  "Turn prefix summarization")
+    async def ask(chunk: str, summary: str | None) -> str:
+        # The first chunk opens with the prefix prompt; later ones (a prefix larger than the
+        # window) are folded in as for history.
+        request = (prompts.turn_prefix_request(chunk) if summary is None
+                   else prompts.history_request(chunk, summary, None))
+        return await calls.ask(request, max_tokens, "Turn prefix summarization")
+
+    summary = await _fold(_message_parts(messages), budget, None, ask)
+    assert summary is not None
     return summary
 
 

@@ -1,10 +1,11 @@
 """`picontext serve`: a local web viewer over the sessions of a directory.
 
 `/` lists the sessions (as `picontext sessions` does); `/view/KEY` is the export page of one,
-which polls `/api/view/KEY?stamp=1` every second and, when the file's size or mtime changed,
-fetches `/api/view/KEY` (the page data as JSON) and redraws: a running session can be watched.
-Only files of the listing are served (KEY is a hash of the path, never a path), requests with a
-foreign Host header are refused (DNS rebinding), and the server binds 127.0.0.1 by default.
+which polls `/api/view/KEY?stamp=1` every second and, when the session's stamp changed (a file:
+size and mtime; a session database: the log's tail), fetches `/api/view/KEY` (the page data as
+JSON) and redraws: a running session can be watched. Only sessions of the listing are served
+(KEY is a hash of the location, never a path), requests with a foreign Host header are refused
+(DNS rebinding), and the server binds 127.0.0.1 by default.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -29,27 +30,45 @@ from picontext.session.store import read_session_file
 from picontext.viewer.model import build_view
 from picontext.viewer.page import pack, render_page
 
-__all__ = ["ViewerServer", "session_key"]
+__all__ = ["FileSource", "SessionSource", "ViewerServer", "session_key"]
 
 Lister = Callable[[], list[SessionInfo]]
+
+
+class SessionSource(Protocol):
+    """Where the listed sessions are read from: session files, or a session database (the CLI
+    passes one for `--store URL`)."""
+
+    def exists(self, location: str) -> bool: ...
+
+    def stamp(self, location: str) -> str:
+        """Changes whenever the session does (cheap: polled every second by each open page)."""
+        ...
+
+    def view(self, location: str) -> tuple[dict[str, Any], list[bytes]]: ...
 
 
 def session_key(path: str) -> str:
     return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _stamp(path: str) -> str:
-    st = os.stat(path)
-    return f"{st.st_size}-{st.st_mtime_ns}"
+class FileSource:
+    """Session files: stamped by size and mtime."""
 
+    def exists(self, location: str) -> bool:
+        return os.path.exists(location)
 
-def _view(path: str) -> tuple[dict[str, Any], list[bytes]]:
-    result = read_session_file(path)
-    if not result.valid:
-        raise PicontextError(f"not a session file: {path}")
-    entries = result.entries
-    migrate_to_current(entries)
-    return build_view(entries, None, file_name=os.path.basename(path))
+    def stamp(self, location: str) -> str:
+        st = os.stat(location)
+        return f"{st.st_size}-{st.st_mtime_ns}"
+
+    def view(self, location: str) -> tuple[dict[str, Any], list[bytes]]:
+        result = read_session_file(location)
+        if not result.valid:
+            raise PicontextError(f"not a session file: {location}")
+        entries = result.entries
+        migrate_to_current(entries)
+        return build_view(entries, None, file_name=os.path.basename(location))
 
 
 _LIST_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:18px;color:#1d1f21;background:#fbfbfa}
@@ -80,9 +99,11 @@ def _list_page(infos: list[SessionInfo], where: str) -> bytes:
 class ViewerServer:
     """A threaded HTTP server; `start()` runs it in a thread, `serve_forever()` in the caller."""
 
-    def __init__(self, lister: Lister, where: str, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, lister: Lister, where: str, host: str = "127.0.0.1", port: int = 0,
+                 source: SessionSource | None = None) -> None:
         self.lister = lister
         self.where = where
+        self.source: SessionSource = source or FileSource()
         handler = self._handler_class()
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -113,7 +134,7 @@ class ViewerServer:
         # Listing reads every file (entry counts): the page polls every second, so remember paths
         # and list again only for a key not seen yet.
         path = self._paths.get(key)
-        if path is None or not os.path.exists(path):
+        if path is None or not self.source.exists(path):
             self._paths = {session_key(i.path): i.path for i in self.lister()}
             path = self._paths.get(key)
         return path
@@ -174,8 +195,8 @@ class ViewerServer:
                 if path is None:
                     self._error(HTTPStatus.NOT_FOUND, "no such session in this directory")
                     return
-                stamp = _stamp(path)
-                meta, lines = _view(path)
+                stamp = server.source.stamp(path)
+                meta, lines = server.source.view(path)
                 page = render_page(meta, lines, live_url=f"/api/view/{key}?v=1", stamp=stamp)
                 self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
 
@@ -184,11 +205,11 @@ class ViewerServer:
                 if path is None:
                     self._error(HTTPStatus.NOT_FOUND, "no such session in this directory")
                     return
-                stamp = _stamp(path)
+                stamp = server.source.stamp(path)
                 if stamp_only:
                     body = orjson.dumps({"stamp": stamp})
                 else:
-                    meta, lines = _view(path)
+                    meta, lines = server.source.view(path)
                     body = orjson.dumps({"stamp": stamp, "meta": meta, "lines": pack(b"\n".join(lines))})
                 self._send(200, body, "application/json")
 

@@ -38,6 +38,7 @@ from picontext.ai.auth import redact_secret
 from picontext.ai.event_stream import AbortSignal, AssistantMessageStream
 from picontext.ai.events import AssistantMessageEvent
 from picontext.ai.models import Model
+from picontext.ai.request_gate import serial_gate
 from picontext.ai.types import AssistantMessage, Message, Tool, empty_usage
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
@@ -313,11 +314,16 @@ def start_http_stream(
         output = new_output(model)
         client = options.client or default_client()
         opened = None
+        gate = serial_gate(model)
+        gated = False
         try:
             if signal is not None and signal.aborted:
                 stream.push(fail(output, "aborted", ABORTED_TEXT))
                 return
             request = build_request(model, context, options, api_key)
+            if gate is not None:  # compat.serialRequests: wait for the request in flight there
+                await gate.acquire()
+                gated = True
             opened = await open_stream(client, request, timeout=options.timeout)
             stream.push({"type": "start", "partial": output})
             parser = parser_factory(model, output)
@@ -360,6 +366,8 @@ def start_http_stream(
         finally:
             if opened is not None:
                 await _quiet_close(opened.aclose())
+            if gated:
+                gate.release()  # type: ignore[union-attr]
             if options.client is None:
                 await _quiet_close(client.aclose())
 

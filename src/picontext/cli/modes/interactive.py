@@ -389,19 +389,29 @@ class ChatUI:
         self._attach(Controller(session, old.catalog))
 
     async def cmd_new(self, _: str) -> None:
-        self._switch(SessionManager.create(self.cwd) if self.c.manager.is_persisted()
-                     else SessionManager.in_memory(self.cwd))
+        from picontext.cli.store_cmds import store_url, stored_new
+
+        url = store_url()
+        if not self.c.manager.is_persisted():
+            self._switch(SessionManager.in_memory(self.cwd))
+        elif url is not None:  # a session database: the new session lives there too
+            self._switch(stored_new(url, self.cwd))
+        else:
+            self._switch(SessionManager.create(self.cwd))
         self.view.line("New session", "green")
         self.footer_line()
 
     async def cmd_resume(self, arg: str) -> None:
+        from picontext.cli.store_cmds import store_url, stored_open, stored_sessions
         from picontext.session.listing import list_sessions
 
+        url = store_url()
         if arg:
-            path = session_path(arg.split()[0], self.cwd)
+            path = arg.split()[0] if url is not None else session_path(arg.split()[0], self.cwd)
         else:
-            current = self.c.manager.get_session_file()
-            infos = [i for i in list_sessions(self.cwd) if i.path != current][:20]
+            current = self.c.manager.get_session_id() if url is not None else self.c.manager.get_session_file()
+            listed = stored_sessions(url, self.cwd) if url is not None else list_sessions(self.cwd)
+            infos = [i for i in listed if (i.id if url is not None else i.path) != current][:20]
             if not infos:
                 self.view.line(f"No other sessions for {self.cwd}", "dim")
                 return
@@ -409,7 +419,7 @@ class ChatUI:
             if answer is None:
                 return
             path = infos[int(answer) - 1].path
-        self._switch(SessionManager.open(path))
+        self._switch(stored_open(url, path) if url is not None else SessionManager.open(path))
         self.view.line(f"Resumed {path}", "green")
         self.show_history()
 
@@ -512,11 +522,25 @@ class ChatUI:
     async def cmd_export(self, arg: str) -> None:
         from picontext.cli.export_cmds import write_export
 
-        def export() -> str:  # reads and renders the whole file: off the event loop
-            path = self.c.manager.get_session_file()
-            if not self.c.manager.is_persisted() or not path or not os.path.exists(path):
+        def export() -> str:  # reads and renders the whole session: off the event loop
+            from picontext.cli.store_cmds import store_url
+
+            manager = self.c.manager
+            path = manager.get_session_file()
+            if store_url() is not None and manager.is_persisted():
+                # A database session: named by its id; the page goes to ID.html here by default.
+                from picontext.cli.store_cmds import resolve
+                from picontext.session.postgres.listing import SessionNotFound
+
+                sid = manager.get_session_id()
+                try:
+                    resolve(store_url(), sid)  # type: ignore[arg-type]
+                except SessionNotFound:
+                    raise CliError("Nothing to export yet: the session is written with the first reply") from None
+                return write_export(sid, manager.get_leaf_id(), arg or f"{sid}.html")
+            if not manager.is_persisted() or not path or not os.path.exists(path):
                 raise CliError("Nothing to export yet: the session file is written with the first reply")
-            return write_export(path, self.c.manager.get_leaf_id(), arg or None)
+            return write_export(path, manager.get_leaf_id(), arg or None)
 
         self.view.line(f"Exported to {await asyncio.to_thread(export)}", "green")
 
