@@ -363,20 +363,9 @@ class _Builder:
         data.kinds = bytes(self.kinds)
 
 
-def _indexes(values: list[int], target: int) -> list[int]:
-    """Where `target` is in `values` (searched in C: it is rare)."""
-    found: list[int] = []
-    at = -1
-    with contextlib.suppress(ValueError):
-        while True:
-            at = values.index(target, at + 1)
-            found.append(at)
-    return found
-
-
 def _head_of(piece: bytes | bytearray) -> _Head | None:
     """The head of an entry line; None for a line Pi skips (blank or falsy); _Irregular for a
-    line the columns cannot describe (unparsable, not an object, an odd `message`)."""
+    line the columns cannot describe (unparsable, not an object, a type or id not a string)."""
     try:
         return _decode_head(piece)
     except (msgspec.DecodeError, msgspec.ValidationError):
