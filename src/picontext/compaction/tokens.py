@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any, Final, TypedDict
 
@@ -313,13 +313,17 @@ def estimate_projected_context_tokens(projection: Any, branch_entries: Sequence[
                 break
         if anchor_at > newest_change:
             return estimate
-    return _pure_estimate(projection.messages)
+    return pure_estimate(projection.messages)
 
 
-def _pure_estimate(messages: Sequence[Any]) -> ContextUsageEstimate:
+def pure_estimate(messages: Sequence[Any],
+                  estimate: Callable[[Any], int] = estimate_tokens) -> ContextUsageEstimate:
+    """The estimate without a usage anchor: the replayed system message plus every other message
+    (what `estimate_projected_context_tokens` returns when no anchor is valid). `estimate` may be
+    a memoized `estimate_tokens` (the viewer's timeline asks this along a whole branch)."""
     system = get_current_system_message(messages)
     tokens = estimate_tokens(system) if system is not None else 0
-    tokens += sum(estimate_tokens(m) for m in messages if field_of(m, "role") != "system")
+    tokens += sum(estimate(m) for m in messages if field_of(m, "role") != "system")
     return {"tokens": tokens, "usageTokens": 0, "trailingTokens": tokens, "lastUsageIndex": None}
 
 

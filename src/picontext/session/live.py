@@ -241,6 +241,17 @@ class LiveProjection:
             self._path_id_set = {i for i in self._path_ids if hashable(i)}
         return entry_id in self._path_id_set
 
+    def messages_of(self, entry_id: Any) -> list[Any]:
+        """The projected messages of the context entries with `entry_id` (what an edit of that
+        id replaces), in context order."""
+        if not hashable(entry_id):
+            return [m for p in self._projected if field_of(p.source_entry, "id") == entry_id for m in p.messages]
+        return [m for i in self._ctx_pos.get(entry_id, ()) for m in self._projected[i].messages]
+
+    def newest_messages(self) -> list[Any]:
+        """The projected messages of the newest context entry."""
+        return self._projected[-1].messages if self._projected else []
+
     @property
     def context_entries(self) -> list[Entry]:
         return self._context
