@@ -13,6 +13,7 @@ same run, on realistic sessions (`gen_realistic.py`) and the real Pi sessions:
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import picontext
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -30,14 +33,15 @@ NODE = ["node", str(HERE / "pi_cli.mjs")]
 REAL = sorted((HERE.parent / "tests" / "fixtures" / "sessions" / "v1").glob("real-*.jsonl"))  # real Pi sessions
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, bytes]:
-    """(seconds, peak RSS bytes, stdout) of one whole process."""
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, bytes, float]:
+    """(seconds, peak RSS bytes, stdout, CPU seconds: user + system, all threads) of one whole process."""
     with tempfile.NamedTemporaryFile() as out:
-        proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", out.name, *cmd], capture_output=True, env=env)
+        proc = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", "-o", out.name, *cmd], capture_output=True,
+                              env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd} failed: {proc.stderr.decode()[-500:]}")
-        seconds, kb = Path(out.name).read_text().split()[-2:]
-    return float(seconds), int(kb) * 1024, proc.stdout
+        seconds, kb, user, system = Path(out.name).read_text().split()[-4:]
+    return float(seconds), int(kb) * 1024, proc.stdout, float(user) + float(system)
 
 
 def best(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int, bytes]:
@@ -72,12 +76,13 @@ def bench_context(files: list[Path], repeat: int) -> None:
     picontext warm (the cache of an earlier call is there, the file unchanged), picontext after
     an append (on a copy: the cache of an earlier call, then one line appended as Pi appends it,
     so the cache is checked and extended) and Pi. Median and best wall time; peak RSS is the
-    largest of the runs."""
+    largest of the runs. CPU time (user + system, all threads: node's included) moves less with
+    the machine's load than wall time; its ratio is printed last."""
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print("| session | entries | file MB | cold s med/best | warm s med/best | after append s med | Pi s med/best "
           "| cold ratio med | warm ratio med (best) | after-append ratio med | cold RSS MB (x file) "
-          "| warm RSS MB (x file) | Pi RSS MB (x file) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| warm RSS MB (x file) | Pi RSS MB (x file) | CPU s med cold / warm / Pi | cold CPU ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     mb = 1024 * 1024
     for path in files:
         size = path.stat().st_size
@@ -108,13 +113,15 @@ def bench_context(files: list[Path], repeat: int) -> None:
             shutil.rmtree(warm_home)
         expected = json.loads(pi[-1][2])
         assert json.loads(cold[-1][2]) == expected and json.loads(warm[-1][2]) == expected, f"contexts differ: {path}"
-        c, w, a, p = ([r[0] for r in runs] for runs in (cold, warm, appended or [(float("nan"), 0, b"")], pi))
+        c, w, a, p = ([r[0] for r in runs] for runs in (cold, warm, appended or [(float("nan"), 0, b"", 0.0)], pi))
+        cpu = [_median([r[3] for r in runs]) for runs in (cold, warm, pi)]
         rss = [max(r[1] for r in runs) for runs in (cold, warm, pi)]
         print(f"| {path.name} | {entries:,} | {size / mb:.1f} | {_median(c):.2f} / {min(c):.2f} "
               f"| {_median(w):.2f} / {min(w):.2f} | {_median(a):.2f} | {_median(p):.2f} / {min(p):.2f} "
               f"| {_median(c) / _median(p):.2f} | {_median(w) / _median(p):.2f} ({min(w) / min(p):.2f}) "
               f"| {_median(a) / _median(p):.2f} | "
-              + " | ".join(f"{r / mb:.0f} ({r / size:.1f})" for r in rss) + " |")
+              + " | ".join(f"{r / mb:.0f} ({r / size:.1f})" for r in rss)
+              + f" | {cpu[0]:.2f} / {cpu[1]:.2f} / {cpu[2]:.2f} | {cpu[0] / cpu[2]:.2f} |")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
@@ -152,6 +159,13 @@ def bench_mask(files: list[Path], repeat: int) -> None:
               f"{pi[0]:.2f} s (prepare alone {json.loads(pi[2])['ms']:.0f} ms) | ratio {min(ours_runs) / pi[0]:.2f} |")
 
 
+def compile_bytecode() -> None:
+    """picontext as installed (pip compiles every module to bytecode at install): without the
+    `.pyc` files, as in a checkout run with PYTHONDONTWRITEBYTECODE=1, every call would compile
+    its ~20 modules from source first (~70-90 ms)."""
+    compileall.compile_dir(str(Path(picontext.__file__).parent), quiet=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000")
@@ -160,6 +174,7 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma list of: context,list,mask")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
+    compile_bytecode()
     files = []
     for size in (int(s) for s in args.sizes.split(",") if s):
         path = Path(tempfile.gettempdir()) / f"picontext-bench-realistic-{size}.jsonl"

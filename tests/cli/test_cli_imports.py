@@ -30,6 +30,18 @@ def test_context_imports_only_the_session_layer(tmp_path: Path) -> None:
     assert len(modules) < 200
 
 
+def test_a_warm_context_call_loads_no_hashing(tmp_path: Path) -> None:
+    """With the entry columns cached and the file unchanged nothing is hashed, so OpenSSL
+    (`_hashlib`, ~10 ms) is not loaded; the first call, which hashes the file, loads it."""
+    sm = SessionManager.create(str(tmp_path), str(tmp_path))
+    sm.append_message({"role": "user", "content": "hi", "timestamp": 1})
+    sm.append_message({"role": "assistant", "content": [], "api": "x", "provider": "p", "model": "m",
+                       "usage": {}, "stopReason": "stop", "timestamp": 2})
+    args = ["context", str(sm.get_session_file()), "--json"]
+    assert "_hashlib" in _imported(args)  # cold: the columns are built, their bytes hashed
+    assert not {"_hashlib", "hashlib"} & _imported(args)  # warm
+
+
 def test_help_still_lists_every_command() -> None:
     out = subprocess.run([sys.executable, "-m", "picontext", "--help"], capture_output=True, text=True,
                          check=True).stdout

@@ -92,7 +92,8 @@ def test_joined_values_match_node_bytes(pi: Any) -> None:
     """`dumps_joined` (one format check over many values: `context --json`) writes each value as
     JSON.stringify does, suspects anywhere in the batch included."""
     values = [_json.loads(line.encode("utf-8", "surrogatepass")) for line in HAND_PICKED if line != "[1e400]"]
-    batches = [values, values[::-1], [{"text": "plain"}, {"n": 2.0}], [{"text": "no numbers"}] * 3, ["\ud83d"]]
+    batches = [values, values[::-1], [{"text": "plain"}, {"n": 2.0}], [{"text": "no numbers"}] * 3, ["\ud83d"],
+               [1e16, {"n": 1}], [2.0, -0.0, 12345678901234567890, 1e-7]]  # bare numbers first and after commas
     for batch in batches:
         text = "[" + ",".join(_to_json_text(v) for v in batch) + "]"
         assert (b"[" + _json.dumps_joined(batch) + b"]").decode("utf-8") == pi.op("json_ops.roundTrip", [text])[0]

@@ -237,6 +237,53 @@ def test_manual_compact_with_the_summary_strategy_and_pi_reads_the_file(
     assert_pi_reads_it_identically(path)
 
 
+def _ledger_lines(first: int, count: int) -> str:
+    return "\n".join(f"order {n} shipped 2024-03-{n % 28 + 1:02d} to {n % 97} Elm St, "
+                     f"total {n * 7 % 9000}.{n % 100:02d}" for n in range(first, first + count))
+
+
+# One paste of ~4,000 characters: ~1,000 tokens by chars/4, so the summary's chunking (room for
+# ~1,150 in this window) sends it in one request; on SmolLM2 such lines are ~2.5x chars/4, so
+# that request is ~2,500 real tokens and the server refuses it.
+LEDGER_TURNS = [
+    (f"Here is the orders ledger:\n{_ledger_lines(4000, 70)}\nKeep it in mind.", "Noted."),
+    ("Which street comes up most often in the ledger, and is it the same for every order?",
+     "Elm St comes up in every line of the ledger; only the house number changes."),
+    ("Which day of March had the largest total, roughly, and how many orders shipped that day?",
+     "The totals are spread evenly; no single day in March stands out from the others."),
+]
+
+
+def test_a_summary_chunk_the_real_server_refuses_is_split_and_the_compaction_completes(
+    llama: LlamaServer, summary_home: Path, workdir: Path
+) -> None:
+    """Numbers and dates tokenize to about twice chars/4 on this model, so the span, chunked by
+    the estimate to fit the 2,048 window, is refused by the server (a silent stream resolved
+    into its 400); the refused chunk is split in halves and the compaction completes (Pi, and
+    picontext before, failed it)."""
+    path = seed_session(workdir, LEDGER_TURNS)
+    before = kinds(entries(path))
+    # The summary may use the model's whole 512-token cap (0.8 x 640): SmolLM2 ends a summary of
+    # numbered lines later than one of prose.
+    (summary_home / "settings.json").write_text(json.dumps(
+        {"compaction": {"reserveTokens": 640, "keepRecentTokens": 100}}))
+    out = picontext(summary_home, workdir, "compact", str(path), "--model", "llama/smollm2", "--strategy", "summary",
+                    "--keep-recent-tokens", "20")
+    # Without the split the first summary request fails with the server's "maximum context
+    # length" 400 and the compaction ends there (checked by hand: exit 2).
+    assert "maximum context length" not in out.stderr, out.stderr  # every request after the split fitted
+    if out.returncode != 0:
+        # The 135M model samples (temperature > 0) and now and then writes to its cap on numbered
+        # lines: a typed failure that writes nothing. The split, which is what this tests, happened.
+        assert "generation hit the token cap" in out.stderr, out.stderr
+        assert kinds(entries(path)) == before
+        return
+    rows = entries(path)
+    assert kinds(rows) == [*before, "compaction"]
+    assert rows[-1]["summary"].strip()
+    assert_pi_reads_it_identically(path)
+
+
 def test_live_evaluation_runs_against_the_real_server(llama: LlamaServer, home: Path, workdir: Path) -> None:
     out = picontext(home, workdir, "eval", "compaction", "--model", "llama/smollm2", "--rounds", "1",
                     "--sessions", "1", "--strategy", "summary", "--json")

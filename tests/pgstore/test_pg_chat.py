@@ -46,7 +46,7 @@ def test_resume_picker_and_continue_on_the_database(server: ScriptedModelServer,
     # -r: the picker lists the directory's stored sessions, newest first; the second one is picked
     term = Terminal(f"{PICONTEXT} -r", tmp_path, env)
     try:
-        screen = term.wait_for("Resume which session?")
+        screen = term.wait_for("Resume which session?", f"{newer[:13]}  add a test", f"{older[:13]}  rename the module")
         assert screen.index(f"{newer[:13]}  add a test") < screen.index(f"{older[:13]}  rename the module")
         term.send("Down")
         term.send("Enter")

@@ -4,6 +4,7 @@ truncation, replacement and torn tails; every other file goes to the full reader
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sys
@@ -242,6 +243,7 @@ IRREGULAR = {
     "missing id": [{"type": "message", "parentId": None}],
     "second header": [{"type": "session", "version": 3, "id": "s2"}],
     "not an object": [[1, 2]],
+    "empty id": [{"type": "message", "id": "", "parentId": None}],
 }
 
 
@@ -359,8 +361,85 @@ def test_a_damaged_cache_is_never_trusted(tmp_path: Path) -> None:
     # columns of different lengths, and bytes that are not msgpack: rebuilt, same output
     data = jsonl_columns.read_columns(real)
     assert data is not None
-    jsonl_columns.write_columns(real, msgspec.structs.replace(data, roles=data.roles[:-1]))
+    jsonl_columns.write_columns(real, msgspec.structs.replace(data, kinds=data.kinds[:-1]))
     assert jsonl_columns.read_columns(real) is None
     assert from_columns(path) == expected
     Path(cols_file(path)).write_bytes(b"\x93garbage")
     assert from_columns(path) == expected
+
+
+def _lines_file(tmp_path: Path, entries: list[Any]) -> str:
+    path = tmp_path / "s.jsonl"
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    path.write_bytes(b"".join(_json.dumps_line(e) for e in [header, *entries]))
+    return str(path)
+
+
+def _chain(messages: list[Any], kinds: list[str] | None = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        kind = kinds[i] if kinds else "message"
+        entry: dict[str, Any] = {"type": kind, "id": f"m{i}", "parentId": out[-1]["id"] if out else None,
+                                 "timestamp": "2026-01-01T00:00:00.000Z"}
+        entry.update(message if kind != "message" else {"message": message})
+        out.append(entry)
+    return out
+
+
+def _assistant(model: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": "a"}], "provider": "p", "model": model,
+            "api": "x", "usage": {}, "stopReason": "stop", "timestamp": 1}
+
+
+@pytest.mark.parametrize("after", [0, 3, 40, 3000])
+def test_the_model_is_the_last_assistant_messages_however_far_back(tmp_path: Path, after: int) -> None:
+    """The model comes from the last assistant message (or a later model change), read from the
+    leaf back in growing batches: after 0, a few, and thousands of other messages."""
+    others = [{"role": "user", "content": f"u{i}", "timestamp": 1} if i % 2 else
+              {"role": "toolResult", "toolCallId": "c", "toolName": "t", "content": [], "isError": False,
+               "timestamp": 1} for i in range(after)]
+    messages = [{"provider": "p0", "modelId": "early"}, _assistant("old"), _assistant("m-last"), *others]
+    path = _lines_file(tmp_path, _chain(messages, ["model_change", *["message"] * (len(messages) - 1)]))
+    out = from_columns(path)
+    assert out == full_reader(path)
+    assert json.loads(out)["model"] == {"provider": "p", "modelId": "m-last"}
+
+
+def test_no_assistant_message_and_odd_messages(tmp_path: Path) -> None:
+    messages: list[Any] = [{"role": "user", "content": "u", "timestamp": 1}, "not an object", None, 5,
+                           {"role": "assistant", "content": "x"}, {"content": "no role"}]
+    path = _lines_file(tmp_path, _chain(messages))
+    assert from_columns(path) == full_reader(path)
+    # the last of duplicate "role" keys wins, as in JSON.parse: a user's message, no model
+    dup = str(tmp_path / "dup.jsonl")
+    Path(dup).write_bytes(b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}\n'
+                          b'{"type":"message","id":"a","parentId":null,"timestamp":"t","message":'
+                          b'{"role":"user","provider":"p","model":"m","content":"x","role":"assistant"}}\n'
+                          b'{"type":"message","id":"b","parentId":"a","timestamp":"t","message":'
+                          b'{"role":"assistant","provider":"p","model":"m2","content":"y","role":"user"}}\n')
+    assert from_columns(dup) == full_reader(dup)
+    assert json.loads(from_columns(dup))["model"] == {"provider": "p", "modelId": "m"}
+
+
+def test_system_messages_kept_by_a_compaction_are_left_out(tmp_path: Path) -> None:
+    system = {"role": "system", "content": "sys", "timestamp": 1}
+    messages: list[Any] = [{"role": "user", "content": "u0", "timestamp": 1}, system, _assistant("m"),
+                           {"role": "user", "content": "u1", "timestamp": 1}, system]
+    entries = _chain(messages)
+    entries.append({"type": "compaction", "id": "c1", "parentId": entries[-1]["id"], "timestamp": "t",
+                    "summary": "so far", "firstKeptEntryId": "m1", "tokensBefore": 5})
+    entries.append({"type": "message", "id": "after", "parentId": "c1", "timestamp": "t", "message": system})
+    path = _lines_file(tmp_path, entries)
+    out = from_columns(path)
+    assert out == full_reader(path)
+    roles = [m["role"] for m in json.loads(out)["messages"]]
+    assert roles == ["compactionSummary", "assistant", "user", "system"]  # kept ones without system; after: kept
+
+
+def test_a_model_change_after_the_last_assistant_message_wins(tmp_path: Path) -> None:
+    messages: list[Any] = [_assistant("before"), {"provider": "q", "modelId": "changed"},
+                           *[{"role": "user", "content": f"u{i}", "timestamp": 1} for i in range(30)]]
+    path = _lines_file(tmp_path, _chain(messages, ["message", "model_change", *["message"] * 30]))
+    out = from_columns(path)
+    assert out == full_reader(path)
+    assert json.loads(out)["model"] == {"provider": "q", "modelId": "changed"}

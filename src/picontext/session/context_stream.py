@@ -15,12 +15,14 @@ output byte-equal to the full reader's.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable, Iterator
+from itertools import chain
 from typing import Any
 
 from picontext import _json
-from picontext.session.jsonl_columns import ROLE_ASSISTANT, ROLE_SYSTEM, ColumnsOutdated, ColumnView
-from picontext.session.projection import UNDEFINED, ContextSettings, LeafArg, hashable, project_entry
+from picontext.session.jsonl_columns import ColumnsOutdated, ColumnView
+from picontext.session.projection import UNDEFINED, ContextSettings, LeafArg, hashable, message_role, project_entry
 
 _CHUNK_MESSAGES = 256
 # Entry types that project to messages; every other type contributes none, edited or not.
@@ -30,6 +32,12 @@ _PRODUCING = ("message", "custom_message", "branch_summary", "compaction")
 def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
     """Positions root -> leaf (tree.path_to on the columns): an unknown or empty leaf id means
     the last entry, None means before the first entry."""
+    return list(chain.from_iterable(path_runs(view, leaf)))
+
+
+def path_runs(view: ColumnView, leaf: LeafArg) -> list[range]:
+    """`path_positions` as ranges, walked a range at a time: between two breaks (entries whose
+    parent is not the entry before them) the path is a range of positions."""
     if leaf is None:
         return []
     start = view.position_of(leaf) if leaf else None
@@ -38,37 +46,39 @@ def path_positions(view: ColumnView, leaf: LeafArg) -> list[int]:
             return []
         start = len(view) - 1
     parents = view.parents
-    path: list[int] = []
-    append = path.append
+    breaks = view.breaks()
+    runs: list[range] = []
     current = start
     while current >= 0:
-        append(current)
-        parent = parents[current]
-        if parent >= current:  # regular columns point only backwards; a damaged cache could loop
+        first = breaks[bisect_right(breaks, current) - 1]
+        runs.append(range(first, current + 1))
+        parent = parents[first]
+        if parent >= first:  # regular columns point only backwards; a damaged cache could loop
             raise ColumnsOutdated("the cached parent column is damaged")
         current = parent
-    path.reverse()
-    return path
+    runs.reverse()
+    return runs
 
 
 def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
     """`_json.dumps(build_session_context(entries, leaf))`, in pieces. Every line it needs is
     read before the first piece is produced, so a file that changed under the columns raises
     `ColumnsOutdated` before anything is written."""
-    path = path_positions(view, leaf)
+    runs = path_runs(view, leaf)
+    path = list(chain.from_iterable(runs))
     kinds = view.kinds
-    path_kinds = bytes([kinds[p] for p in path])
-    path_roles = bytes([view.roles[p] for p in path])
+    path_kinds = b"".join([kinds[run.start : run.stop] for run in runs])
 
     def last(kind: str) -> int:
         code = view.kind_code(kind)
         return path_kinds.rfind(code) if code >= 0 else -1
 
     thinking_at = last("thinking_level_change")
-    model_at = max(last("model_change"), path_roles.rfind(ROLE_ASSISTANT))
+    model_change_at = last("model_change")
     compaction_at = last("compaction")
-    settings_at = sorted({path[i] for i in (thinking_at, model_at, compaction_at) if i >= 0})
+    settings_at = sorted({path[i] for i in (thinking_at, model_change_at, compaction_at) if i >= 0})
     early = dict(zip(settings_at, map(_json.loads, view.lines(settings_at)), strict=True))
+    model_at = max(model_change_at, _last_assistant(view, path, path_kinds, model_change_at, early))
 
     settings = ContextSettings()
     if thinking_at >= 0:
@@ -78,6 +88,7 @@ def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
         model_only.update(early[path[model_at]])
         settings.model = model_only.model
 
+    kept_messages: set[int] = set()
     if compaction_at < 0:
         context = path
     else:
@@ -91,8 +102,10 @@ def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
             except ValueError:
                 start = None
         if start is not None and start < compaction_at:
-            context.extend(p for p, role in zip(path[start:compaction_at], path_roles[start:compaction_at], strict=True)
-                           if role != ROLE_SYSTEM)
+            kept = path[start:compaction_at]
+            context.extend(kept)  # but its system messages: left out by `_pieces`, which reads their roles
+            message_code = view.kind_code("message")
+            kept_messages = {p for p in kept if kinds[p] == message_code}
         context.extend(path[compaction_at + 1 :])
 
     producing = {view.kind_code(k) for k in _PRODUCING} - {-1}
@@ -110,11 +123,36 @@ def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
                 edit = _json.loads(lines[p])
                 if type(edit) is dict and hashable(target := edit.get("targetId")):
                     edits[target] = edit
-    return _pieces(view, context, lines, edits, settings, early)
+    return _pieces(view, context, lines, edits, settings, early, kept_messages)
 
 
-def _pieces(view: ColumnView, context: list[int], lines: dict[int, bytes], edits: dict[Hashable, Any],
-            settings: ContextSettings, early: dict[int, Any]) -> Iterator[bytes]:
+def _last_assistant(view: ColumnView, path: list[int], path_kinds: bytes, after: int, early: dict[int, Any]) -> int:
+    """Index in `path` of the last `message` entry after index `after` whose message is an
+    assistant's (-1: none), its parsed entry put in `early`. Message lines are read from the
+    leaf back, a few first, then more at a time: the last assistant message is near the leaf."""
+    code = view.kind_code("message")
+    if code < 0:
+        return -1
+    high = len(path)
+    batch = 4
+    while True:
+        found: list[int] = []  # path indexes, descending
+        while len(found) < batch and (i := path_kinds.rfind(code, after + 1, high)) >= 0:
+            found.append(i)
+            high = i
+        if not found:
+            return -1
+        lines = view.lines([path[i] for i in reversed(found)])  # ascending file order
+        for i, line in zip(found, reversed(lines), strict=True):
+            entry = _json.loads(line)
+            if message_role(entry) == "assistant":
+                early[path[i]] = entry
+                return i
+        batch = min(batch * 4, 1024)
+
+
+def _pieces(view: ColumnView, context: list[int], lines: dict[int, memoryview], edits: dict[Hashable, Any],
+            settings: ContextSettings, early: dict[int, Any], kept_messages: set[int]) -> Iterator[bytes]:
     kinds = view.kinds
     ids = view.ids
     message_code = view.kind_code("message")
@@ -129,6 +167,9 @@ def _pieces(view: ColumnView, context: list[int], lines: dict[int, bytes], edits
         if line is None or kinds[p] == edit_code:
             continue  # projects to nothing (an edit is a message only if it is also a producer: never)
         entry = early[p] if p in early else loads(line)
+        if kept_messages and p in kept_messages and message_role(entry) == "system":
+            del lines[p]
+            continue  # kept by the compaction, except system messages
         edit = edits.get(ids[p]) if edits else None
         message = entry.get("message") if kinds[p] == message_code and edit is None else None
         if type(message) is dict and message.get("content") is not None:

@@ -1,13 +1,15 @@
 """Per-entry columns of one JSONL session file, cached: where each entry's line is, its parent,
-type, role and id, so a projection reads and parses only the lines it needs.
+type and id, so a projection reads and parses only the lines it needs.
 
 Where: `$PICONTEXT_DIR/index/<hash of the file's real path>.cols` (msgpack), beside the listing
 index (`jsonl_index.py`), which stays small for listing. `PICONTEXT_INDEX=0`: built in memory
 for the one call, never written.
 
 What, per non-header entry in file order: byte offset and length of its line, position of its
-parent (-1: none), a type code (into `kind_names`), a role code (assistant, system, other) and
-its id. Stored as packed arrays and one list of strings, so loading 100k entries builds no
+parent (-1: none), a type code (into `kind_names`) and its id. (No message role: the two
+questions a context asks of roles, the last assistant message and the system messages kept by a
+compaction, are answered from lines it reads anyway; a column cost every entry's message a
+decode.) Stored as packed arrays and one list of strings, so loading 100k entries builds no
 per-entry Python objects except the id strings.
 
 Only *regular* files get columns: a current-version header first, then entries that are JSON
@@ -28,7 +30,10 @@ from __future__ import annotations
 import contextlib
 import os
 from array import array
-from itertools import accumulate
+from bisect import bisect_right
+from collections.abc import Iterable
+from itertools import accumulate, pairwise, repeat
+from operator import add, attrgetter, gt, lt, ne, or_, sub
 from typing import Any
 
 import msgspec
@@ -36,24 +41,22 @@ import msgspec
 from picontext import _json
 from picontext.session import jsonl_index
 
-COLUMNS_VERSION = 2
-ROLE_OTHER, ROLE_ASSISTANT, ROLE_SYSTEM = 0, 1, 2
+COLUMNS_VERSION = 3  # 3: no role column
 _MAX_KINDS = 255
-_ROLE_CODES = {"assistant": ROLE_ASSISTANT, "system": ROLE_SYSTEM}
 
 
-class _Role(msgspec.Struct, gc=False):
-    role: Any = None
-
-
-class _HeadWithRole(msgspec.Struct, gc=False):
-    type: Any = msgspec.UNSET
-    id: Any = msgspec.UNSET
+class _Head(msgspec.Struct, gc=False):
+    # an entry whose type or id is not a string (or absent) is not one the columns describe:
+    # msgspec refuses it in C, and the line-by-line path then finds it irregular
+    type: str
+    id: str
     parentId: Any = None
-    message: _Role | None = None
 
 
-_decode_head = msgspec.json.Decoder(_HeadWithRole).decode
+_head_decoder = msgspec.json.Decoder(_Head)
+_decode_head = _head_decoder.decode
+_decode_heads = _head_decoder.decode_lines
+_type_of, _id_of, _parent_of = attrgetter("type"), attrgetter("id"), attrgetter("parentId")
 
 
 class EntryColumns(msgspec.Struct, array_like=True, gc=False):
@@ -69,7 +72,6 @@ class EntryColumns(msgspec.Struct, array_like=True, gc=False):
     lengths: bytes = b""  # array('q')
     parents: bytes = b""  # array('i'), -1 for a root
     kinds: bytes = b""  # one byte per entry: index into kind_names
-    roles: bytes = b""  # one byte per entry: ROLE_*
     kind_names: list[str] = msgspec.field(default_factory=list)
     ids: list[str] = msgspec.field(default_factory=list)
 
@@ -95,7 +97,7 @@ def _consistent(data: EntryColumns) -> bool:
     """Every column has one item per id (a damaged cache is rebuilt, never trusted)."""
     n = len(data.ids)
     return (len(data.offsets) == len(data.lengths) == 8 * n and len(data.parents) == 4 * n
-            and len(data.kinds) == len(data.roles) == n and (n == 0 or max(data.kinds) < len(data.kind_names)))
+            and len(data.kinds) == n and (n == 0 or max(data.kinds) < len(data.kind_names)))
 
 
 def drop_columns(real_path: str) -> None:
@@ -125,12 +127,13 @@ def covers_prefix(data: EntryColumns, st: os.stat_result, f: Any) -> Any:
         return None
     hasher = jsonl_index.new_hasher()
     left = data.size
-    while left > 0:
-        chunk = f.read(min(left, _CHUNK))
-        if not chunk:
-            return None
-        hasher.update(chunk)
-        left -= len(chunk)
+    with memoryview(bytearray(min(left, _CHUNK))) as buffer:  # one buffer, read into again and again
+        while left > 0:
+            got = f.readinto(buffer[: min(left, len(buffer))])
+            if not got:
+                return None
+            hasher.update(buffer[:got])
+            left -= got
     return hasher if hasher.digest() == data.prefix_hash else None
 
 
@@ -138,6 +141,11 @@ class _Irregular(Exception):
     pass
 
 
+_NOTHING = object()  # the entry before the first one: no parentId equals it
+_NEAR = (64, 4096)  # how far back a parent that is not the previous entry is searched first
+_FAR_LOOKUPS = 8  # parents searched for among all ids before an id -> position map is built
+_READ_GAP = 65536  # unwanted bytes between two wanted lines read rather than skipped
+_READ_MAX = 8 * 1024 * 1024  # bytes per read of wanted lines
 _CHUNK = 2 * 1024 * 1024  # measured: 8 MiB chunks cost ~25 MB more peak memory, no less time
 
 
@@ -148,31 +156,42 @@ def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes
     Marks `data` irregular at the first line it cannot describe."""
     data.mtime_ns = st.st_mtime_ns
     builder = _Builder(data) if data.regular else None
-    pending = b""
-    while chunk := f.read(_CHUNK):
-        block = pending + chunk if pending else chunk
-        pieces = block.split(b"\n")
-        pending = pieces.pop()  # after the last "\n": completed by the next chunk, or the tail
-        if not pieces:
+    # One buffer read into again and again, the unfinished line moved to its front each time:
+    # a new bytes object per chunk costs 4x more (allocation, page faults, joining).
+    buffer = bytearray(_CHUNK)
+    filled = 0  # bytes of `buffer` holding the file (from data.size on)
+    while True:
+        if filled == len(buffer):
+            buffer += bytes(len(buffer))  # a line longer than the buffer: make room
+        with memoryview(buffer) as free:
+            got = f.readinto(free[filled:])
+        if not got:
+            break
+        end = filled + got
+        cut = buffer.rfind(b"\n", 0, end) + 1
+        if not cut:
+            filled = end
             continue
-        cut = len(block) - len(pending)
         if builder is not None:
             try:
-                builder.add(pieces)
+                builder.add_block(buffer, cut)
             except _Irregular:
                 builder = None
                 _mark_irregular(data)
-        hasher.update(memoryview(block)[:cut])
+        with memoryview(buffer) as covered:
+            hasher.update(covered[:cut])
         data.size += cut
+        buffer[: end - cut] = buffer[cut:end]
+        filled = end - cut
     if builder is not None:
         builder.finish()
     data.prefix_hash = hasher.digest()
-    return pending
+    return bytes(buffer[:filled])
 
 
 def _mark_irregular(data: EntryColumns) -> None:
     data.regular = False
-    data.offsets = data.lengths = data.parents = data.kinds = data.roles = b""
+    data.offsets = data.lengths = data.parents = data.kinds = b""
     data.kind_names = []
     data.ids = []
 
@@ -186,22 +205,67 @@ class _Builder:
         self.lengths = array("q", data.lengths)
         self.parents = array("i", data.parents)
         self.kinds = bytearray(data.kinds)
-        self.roles = bytearray(data.roles)
         self.kind_code = {name: code for code, name in enumerate(data.kind_names)}
-        self.by_id = dict(zip(data.ids, range(len(data.ids)), strict=True))
+        self.seen = set(data.ids)
+        # id -> position, built only when many parents are not the entry just before (a set, and
+        # comparing each parentId with the previous id, cost half as much as a dict of every id)
+        self.by_id: dict[str, int] | None = None
+        self.far_lookups = 0
 
-    def add(self, pieces: list[bytes]) -> None:
-        """Complete lines (without their newlines), the first starting at `data.size`."""
+    def add_block(self, block: bytearray, cut: int) -> None:
+        """The complete lines of `block[:cut]` (`cut` is just after a newline; what follows is
+        not looked at); `block` starts at `data.size` in the file."""
         data = self.data
-        offset = data.size
         start = 0
-        if not data.header_seen:
-            for piece in pieces:
-                start += 1
-                offset += len(piece) + 1
-                if _take_header(data, piece):
-                    break
-        pieces = pieces[start:]
+        while not data.header_seen and start < cut:
+            end = block.index(b"\n", start)
+            piece = block[start:end]
+            start = end + 1
+            _take_header(data, piece)
+        if start < cut and not self._add_dense(block, start, cut):
+            self._add_lines(block[start : cut - 1].split(b"\n"), data.size + start)
+
+    def _add_dense(self, block: bytearray, start: int, cut: int) -> bool:
+        """The lines of `block[start:cut]` when they have the shape JSON.stringify gives them,
+        one object per line and nothing between ("}\\n{" at every line break, checked): then one
+        C call decodes the heads of all of them and the columns are taken from the heads with
+        C-level maps, building no Python object per line but its head and id. False, adding
+        nothing, for any other shape (`_add_lines` then takes the lines one by one).
+
+        Why the check suffices for `decode_lines` (which reads a stream of values separated by
+        any whitespace) to give exactly one value per line: a line begins with "{", so it begins
+        a value unless a value from the line before goes on; that line ends with "}", after which
+        a value can only go on with ",", "}" or "]" (a raw newline cannot be inside a string).
+        So no value spans a line break, every line holds at least one value, and as many values
+        as lines means one each."""
+        if block[start] != 0x7B or block[cut - 2] != 0x7D:  # "{" ... "}\n": else not worth looking
+            return False
+        ends: list[int] = []  # where each line's newline is
+        append, find = ends.append, block.find
+        at = find(b"\n", start, cut)
+        while at >= 0:
+            append(at)
+            at = find(b"\n", at + 1, cut)
+        n = len(ends)
+        starts = [start]
+        starts.extend(map((1).__add__, ends))
+        starts.pop()
+        if (bytes(map(block.__getitem__, starts)) != b"{" * n
+                or bytes(map(block.__getitem__, map((-1).__add__, ends))) != b"}" * n):
+            return False
+        try:
+            heads = _decode_heads(memoryview(block)[start:cut])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        if len(heads) != n:
+            return False  # two values on one line
+        self._commit(heads, map(self.data.size.__add__, starts), map(sub, ends, starts))
+        return True
+
+    def _add_lines(self, pieces: list[bytearray], offset: int) -> None:
+        """Complete lines (without their newlines), the first starting at `offset`, one at a time:
+        blank and falsy lines are skipped, anything else that is not an entry's object is
+        irregular."""
         # Comprehensions over the whole chunk rather than statements per line: several times faster.
         sizes = list(map(len, pieces))
         starts = list(accumulate(sizes, initial=offset))
@@ -213,42 +277,83 @@ class _Builder:
             heads = [heads[i] for i in kept]
             starts = [starts[i] for i in kept]
             sizes = [sizes[i] for i in kept]
-        if not heads:
-            return
-        kinds_here = [head.type for head in heads]
-        ids_here = [head.id for head in heads]
-        by_id, ids = self.by_id, data.ids
+        if heads:
+            self._commit(heads, starts, sizes)
+
+    def _commit(self, heads: list[Any], starts: Iterable[int], sizes: Iterable[int]) -> None:
+        """Entries with these heads, lines at these offsets and of these sizes, in file order."""
+        data = self.data
+        n = len(heads)
+        kinds_here = list(map(_type_of, heads))
+        ids_here = list(map(_id_of, heads))  # strings (the decoder's type)
+        ids = data.ids
         base = len(ids)
-        if {type(k) for k in kinds_here} != {str} or {type(i) for i in ids_here} != {str} or "session" in kinds_here:
-            raise _Irregular
-        before = len(by_id)
-        by_id.update(zip(ids_here, range(base, base + len(ids_here)), strict=True))
-        if len(by_id) != before + len(ids_here):
-            raise _Irregular  # an id seen twice
+        seen = self.seen
+        before = len(seen)
+        seen.update(ids_here)
+        if len(seen) != before + n or "" in seen:
+            raise _Irregular  # an id seen twice; the empty id (names no parent: not truthy)
         ids.extend(ids_here)
+        if self.by_id is not None:
+            self.by_id.update(zip(ids_here, range(base, base + n), strict=True))
+        parent_ids = list(map(_parent_of, heads))
+        # Pi appends each entry as a child of the one before it, except after a move in the tree:
+        # take the previous entry as the parent, then look up the few that name another
+        previous = ids[base - 1 : base + n - 1] if base else [_NOTHING, *ids_here[:-1]]
+        parent_pos = array("i", range(base - 1, base + n - 1))
+        differs = bytes(map(ne, parent_ids, previous))
+        at = differs.find(1)
+        while at >= 0:
+            parent_pos[at] = self._parent_position(parent_ids[at], base + at)
+            at = differs.find(1, at + 1)
+        kind_code = self.kind_code
         try:
-            # Pi follows only a truthy parentId; -2 marks one that names no entry
-            parent_pos = [by_id.get(head.parentId, -2) if head.parentId else -1 for head in heads]
+            codes = bytes(map(kind_code.__getitem__, kinds_here))
+        except KeyError:
+            self._add_kinds(kinds_here)
+            codes = bytes(map(kind_code.__getitem__, kinds_here))
         except TypeError:
-            raise _Irregular from None  # an unhashable parentId
-        # every parent must be an earlier entry (ids are strings, so a non-string parent names none):
-        # dangling, forward and odd parents go to the full reader
-        if -2 in parent_pos or any(p >= i for p, i in zip(parent_pos, range(base, base + len(heads)), strict=True)):
-            raise _Irregular
-        kind_code, kind_names = self.kind_code, data.kind_names
-        for kind in set(kinds_here) - kind_code.keys():
-            if len(kind_names) >= _MAX_KINDS:
-                raise _Irregular
-            kind_code[kind] = len(kind_names)
-            kind_names.append(kind)
-        self.kinds.extend([kind_code[k] for k in kinds_here])
-        role_code = _ROLE_CODES
-        self.roles.extend([role_code.get(head.message.role, ROLE_OTHER)
-                           if head.message is not None and head.type == "message" and type(head.message.role) is str
-                           else ROLE_OTHER for head in heads])
+            raise _Irregular from None  # an unhashable type
+        self.kinds += codes
         self.offsets.extend(starts)
         self.lengths.extend(sizes)
         self.parents.extend(parent_pos)
+
+    def _parent_position(self, parent: Any, own: int) -> int:
+        """The position of the entry `parent` names, which must come before position `own`."""
+        if not parent:
+            return -1  # Pi follows only a truthy parentId
+        if type(parent) is not str:
+            raise _Irregular  # ids are strings: it names no entry
+        by_id = self.by_id
+        if by_id is None:
+            ids = self.data.ids
+            for near in _NEAR:  # a branch from a recent entry, usually
+                with contextlib.suppress(ValueError):
+                    return ids.index(parent, max(0, own - near), own)
+            self.far_lookups += 1
+            if self.far_lookups <= _FAR_LOOKUPS:
+                try:
+                    return ids.index(parent, 0, own)
+                except ValueError:
+                    raise _Irregular from None  # dangling, forward or self reference
+            by_id = self.by_id = dict(zip(ids, range(len(ids)), strict=True))
+        position = by_id.get(parent, own)
+        if position >= own:
+            raise _Irregular
+        return position
+
+    def _add_kinds(self, kinds: list[Any]) -> None:
+        kind_code, kind_names = self.kind_code, self.data.kind_names
+        try:
+            new = set(kinds) - kind_code.keys()
+        except TypeError:
+            raise _Irregular from None  # an unhashable type
+        for kind in new:
+            if type(kind) is not str or kind == "session" or len(kind_names) >= _MAX_KINDS:
+                raise _Irregular  # not an entry's type, a second header, or too many kinds
+            kind_code[kind] = len(kind_names)
+            kind_names.append(kind)
 
     def finish(self) -> None:
         data = self.data
@@ -256,12 +361,11 @@ class _Builder:
         data.lengths = self.lengths.tobytes()
         data.parents = self.parents.tobytes()
         data.kinds = bytes(self.kinds)
-        data.roles = bytes(self.roles)
 
 
-def _head_of(piece: bytes) -> _HeadWithRole | None:
+def _head_of(piece: bytes | bytearray) -> _Head | None:
     """The head of an entry line; None for a line Pi skips (blank or falsy); _Irregular for a
-    line the columns cannot describe (unparsable, not an object, an odd `message`)."""
+    line the columns cannot describe (unparsable, not an object, a type or id not a string)."""
     try:
         return _decode_head(piece)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -277,7 +381,7 @@ def _head_of(piece: bytes) -> _HeadWithRole | None:
     raise _Irregular
 
 
-def _take_header(data: EntryColumns, piece: bytes) -> bool:
+def _take_header(data: EntryColumns, piece: bytes | bytearray) -> bool:
     """Whether `piece` is the first value of the file (then it must be a current-version header)."""
     if not piece.strip(b" \t\r\n\x0b\x0c"):
         return False
@@ -308,7 +412,6 @@ class ColumnView:
         self.lengths = array("q", data.lengths)
         self.parents = array("i", data.parents)
         self.kinds = data.kinds
-        self.roles = data.roles
         self.kind_names = data.kind_names
         self.ids = data.ids
         self._fd = fd
@@ -327,41 +430,60 @@ class ColumnView:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def breaks(self) -> list[int]:
+        """The positions whose parent is not the entry just before them (0 always): the path
+        between two of them is a range of positions."""
+        differs = bytes(map(ne, self.parents, range(-1, len(self.parents) - 1)))
+        found = [0]
+        at = differs.find(1, 1)
+        while at >= 0:
+            found.append(at)
+            at = differs.find(1, at + 1)
+        return found
+
     def kind_code(self, name: str) -> int:
         try:
             return self.kind_names.index(name)
         except ValueError:
             return -1
 
-    def lines(self, positions: list[int]) -> list[bytes]:
+    def lines(self, positions: list[int]) -> list[memoryview]:
         """The lines at `positions` (ascending file order expected): one read per run of nearby
-        lines, so a context of thousands of entries costs a few system calls."""
-        out: list[bytes] = []
-        offsets, lengths = self.offsets, self.lengths
-        i = 0
-        n = len(positions)
-        while i < n:
-            start = offsets[positions[i]]
-            j = i
-            end = start + lengths[positions[i]]
-            # extend the read while the gap to the next wanted line is small
-            while j + 1 < n:
-                nxt = offsets[positions[j + 1]]
-                nxt_end = nxt + lengths[positions[j + 1]]
-                if nxt < end or nxt - end > 65536 or nxt_end - start > 8 * 1024 * 1024:
-                    break
-                j += 1
-                end = nxt_end
-            block = os.pread(self._fd, end + 1 - start, start)  # + the last line's newline
-            view = memoryview(block)
-            for k in range(i, j + 1):
-                offset = offsets[positions[k]] - start
-                stop = offset + lengths[positions[k]]
-                if block[stop : stop + 1] != b"\n":  # a line must end where the columns say
-                    raise ColumnsOutdated("the session file changed while it was read")
-                out.append(bytes(view[offset:stop]))
-            i = j + 1
+        lines, so a context of thousands of entries costs a few system calls, and the lines are
+        cut from each read with C-level maps."""
+        if not positions:
+            return []
+        starts = list(map(self.offsets.__getitem__, positions))
+        stops = list(map(add, starts, map(self.lengths.__getitem__, positions)))
+        # a new read where the gap to the next wanted line is large (or negative: out of order)
+        gaps = list(map(sub, starts[1:], stops))
+        far = bytes(map(or_, map(gt, gaps, repeat(_READ_GAP)), map(lt, gaps, repeat(0))))
+        cuts = [0]
+        at = far.find(1)
+        while at >= 0:
+            cuts.append(at + 1)
+            at = far.find(1, at + 1)
+        cuts.append(len(positions))
+        out: list[memoryview] = []
+        for i, j in pairwise(cuts):
+            while i < j:  # reads of at most _READ_MAX bytes (unless one line is longer)
+                k = bisect_right(stops, starts[i] + _READ_MAX, i + 1, j)
+                out.extend(self._read(starts[i:k], stops[i:k]))
+                i = k
         return out
+
+    def _read(self, starts: list[int], stops: list[int]) -> list[memoryview]:
+        base = starts[0]
+        block = os.pread(self._fd, stops[-1] + 1 - base, base)  # + the last line's newline
+        rel_stops = list(map(base.__rsub__, stops))
+        try:
+            ends = bytes(map(block.__getitem__, rel_stops))
+        except IndexError:
+            ends = b""  # the file is shorter than the columns say
+        if ends != b"\n" * len(stops):  # every line must end where the columns say
+            raise ColumnsOutdated("the session file changed while it was read")
+        # views, not copies: the lines of one read share its buffer (freed with the last of them)
+        return list(map(memoryview(block).__getitem__, map(slice, map(base.__rsub__, starts), rel_stops)))
 
     def entry(self, position: int) -> Any:
         return _json.loads(self.lines([position])[0])
