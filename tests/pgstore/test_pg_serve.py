@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pg_corpus import FILES
 
 from picontext.session.manager import SessionManager
 from picontext.session.postgres import store_factory
+from serving import serve_process, url_of
 
 SESSION = next(f for f in FILES if f.name == "real-large-session.jsonl")
 
@@ -28,21 +28,9 @@ def served(pg_url: str, tmp_path: Path) -> Iterator[str]:
     imported = subprocess.run([sys.executable, "-m", "picontext", "store", "import", str(SESSION)], env=env,
                               capture_output=True, text=True, timeout=120)
     assert imported.returncode == 0, imported.stderr
-    proc = subprocess.Popen([sys.executable, "-m", "picontext", "serve", "--all", "--port", "0"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the server listens
-        assert "picontext viewer on http://127.0.0.1:" in first, first + (proc.stderr.read() if proc.stderr else "")
+    with serve_process("--all", env=env, cwd=tmp_path) as first:
         assert "all projects" in first and "postgresql://" in first
-        yield first.split(" on ", 1)[1].split(" ", 1)[0]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            assert proc.wait(timeout=15) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        yield url_of(first)
 
 
 def test_serve_shows_the_database_and_follows_an_append(served: str, pg_url: str) -> None:

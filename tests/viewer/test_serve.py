@@ -15,6 +15,8 @@ import httpx
 import pytest
 from viewer_sessions import EXAMPLE
 
+from serving import serve_process, url_of
+
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
@@ -27,21 +29,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
              {"type": "message", "id": "b0000001", "parentId": None, "timestamp": "2026-03-03T10:00:01.000Z",
               "message": {"role": "user", "content": "first question", "timestamp": 1}}]
     small.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    proc = subprocess.Popen([sys.executable, "-m", "picontext", "serve", "--dir", str(sessions), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the server listens
-        assert "picontext viewer on http://127.0.0.1:" in first, first + (proc.stderr.read() if proc.stderr else "")
-        url = first.split(" on ", 1)[1].split(" ", 1)[0]
-        yield url, small
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            assert proc.wait(timeout=15) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with serve_process("--dir", str(sessions)) as first:
+        yield url_of(first), small
 
 
 def test_serve_lists_sessions_and_refuses_the_rest(served: tuple[str, Path]) -> None:
