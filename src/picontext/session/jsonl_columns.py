@@ -59,13 +59,7 @@ _decode_heads = _head_decoder.decode_lines
 _type_of, _id_of, _parent_of = attrgetter("type"), attrgetter("id"), attrgetter("parentId")
 
 
-class EntryColumns(msgspec.Struct, array_like=True, gc=False):
-    version: int
-    dev: int
-    ino: int
-    size: int  # bytes covered: always just after a "\n" (or 0)
-    mtime_ns: int
-    prefix_hash: bytes  # SHA-256 of the covered bytes
+class EntryColumns(jsonl_index.CoveredPrefix, array_like=True, gc=False):
     regular: bool = True
     header_seen: bool = False
     offsets: bytes = b""  # array('q')
@@ -123,7 +117,7 @@ def new_columns(st: os.stat_result) -> EntryColumns:
 def covers_prefix(data: EntryColumns, st: os.stat_result, f: Any) -> Any:
     """A hasher fed with the covered bytes when the file `f` (positioned at 0) still starts with
     them, leaving `f` just after them; None when the columns do not describe this file any more."""
-    if (data.dev, data.ino) != (st.st_dev, st.st_ino) or st.st_size < data.size:
+    if not data.may_cover(st):
         return None
     hasher = jsonl_index.new_hasher()
     left = data.size

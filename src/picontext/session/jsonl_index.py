@@ -59,13 +59,24 @@ class _Head(msgspec.Struct, gc=False):
 _decode_head = msgspec.json.Decoder(_Head).decode
 
 
-class IndexData(msgspec.Struct, array_like=True, gc=False):
+class CoveredPrefix(msgspec.Struct, array_like=True, gc=False):
+    """What a cache (this listing index, the entry columns) covers of its session file, and how
+    it is known to still describe it: the same file (device, inode), at least as long, and the
+    covered bytes hashing the same. Subclasses add their facts after these fields."""
+
     version: int
     dev: int
     ino: int
     size: int  # bytes covered: always just after a "\n" (or 0)
     mtime_ns: int
     prefix_hash: bytes  # SHA-256 of the covered bytes
+
+    def may_cover(self, st: os.stat_result) -> bool:
+        """Same file and not shorter: the covered bytes may still be its start (hash to confirm)."""
+        return (self.dev, self.ino) == (st.st_dev, st.st_ino) and st.st_size >= self.size
+
+
+class IndexData(CoveredPrefix, array_like=True, gc=False):
     header: Any = None  # the first kept value (a header when `valid`)
     valid: bool = False
     current: bool = False  # header version >= 3: lazily loadable
@@ -135,7 +146,7 @@ def new_hasher() -> Any:
 def check_prefix(data: IndexData, st: os.stat_result, buffer: bytes) -> Any:
     """A hasher fed with the covered bytes when `buffer` (the file's bytes now) still starts with
     what `data` covered; None when the index does not describe this file any more."""
-    if (data.dev, data.ino) != (st.st_dev, st.st_ino) or len(buffer) < data.size:
+    if not data.may_cover(st) or len(buffer) < data.size:
         return None
     hasher = new_hasher()
     hasher.update(memoryview(buffer)[: data.size])
