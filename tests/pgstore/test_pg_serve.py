@@ -58,3 +58,15 @@ def test_serve_with_a_store_refuses_a_directory(pg_url: str, tmp_path: Path) -> 
     r = subprocess.run([sys.executable, "-m", "picontext", "serve", "--dir", str(tmp_path), "--store", pg_url],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "with --store" in r.stderr
+
+
+def test_export_takes_a_session_id_of_the_database(pg_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PICONTEXT_STORE": pg_url}
+    assert subprocess.run([sys.executable, "-m", "picontext", "store", "import", str(SESSION)], env=env,
+                          capture_output=True, timeout=120).returncode == 0
+    sid = json.loads(SESSION.read_bytes().split(b"\n", 1)[0])["id"]
+    out = tmp_path / "page.html"
+    r = subprocess.run([sys.executable, "-m", "picontext", "export", sid[:8], "-o", str(out)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '<script id="pc-meta"' in out.read_text(encoding="utf-8") and "/mode" in out.read_text(encoding="utf-8")

@@ -16,7 +16,7 @@ from typing import Any
 from picontext.cli.main import CliError, described
 from picontext.errors import PicontextError
 from picontext.session.listing import SessionInfo, list_all_sessions, list_sessions
-from picontext.viewer.server import SessionSource, ViewerServer
+from picontext.viewer.server import SessionSource, ViewerServer, view_of
 
 
 def register(sub: Any) -> None:
@@ -53,15 +53,7 @@ class _StoreSource:
         return f"{tail.generation}-{tail.offset}"
 
     def view(self, location: str) -> tuple[dict[str, Any], list[bytes]]:
-        from picontext.session.migrations import migrate_to_current
-        from picontext.viewer.model import build_view
-
-        result = self._store(location).load()
-        if not result.valid:
-            raise PicontextError(f"not a session: {location}")
-        entries = result.entries
-        migrate_to_current(entries)
-        return build_view(entries, None, file_name=location.rsplit("#", 1)[1])
+        return view_of(self._store(location).load(), location.rsplit("#", 1)[1], f"not a session: {location}")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from picontext.session.store import read_session_file
 from picontext.viewer.model import build_view
 from picontext.viewer.page import pack, render_page
 
-__all__ = ["FileSource", "SessionSource", "ViewerServer", "session_key"]
+__all__ = ["FileSource", "SessionSource", "ViewerServer", "session_key", "view_of"]
 
 Lister = Callable[[], list[SessionInfo]]
 
@@ -63,12 +63,17 @@ class FileSource:
         return f"{st.st_size}-{st.st_mtime_ns}"
 
     def view(self, location: str) -> tuple[dict[str, Any], list[bytes]]:
-        result = read_session_file(location)
-        if not result.valid:
-            raise PicontextError(f"not a session file: {location}")
-        entries = result.entries
-        migrate_to_current(entries)
-        return build_view(entries, None, file_name=os.path.basename(location))
+        return view_of(read_session_file(location), os.path.basename(location), f"not a session file: {location}")
+
+
+def view_of(result: Any, name: str, invalid: str) -> tuple[dict[str, Any], list[bytes]]:
+    """The page data of a loaded session (a store's `LoadResult`); `invalid`: the error's text
+    when it holds no session."""
+    if not result.valid:
+        raise PicontextError(invalid)
+    entries = result.entries
+    migrate_to_current(entries)
+    return build_view(entries, None, file_name=name)
 
 
 _LIST_CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:18px;color:#1d1f21;background:#fbfbfa}
