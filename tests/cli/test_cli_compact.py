@@ -50,7 +50,8 @@ def test_nothing_to_compact_gives_its_reason_and_the_exit_code_of_the_real_run(e
     reason = "Nothing to compact (session too small): the messages since the last compaction (~5,326 tokens"
     assert dry.returncode == 2 and dry.stdout == "" and dry.stderr.count("\n") == 1
     assert dry.stderr.startswith(f"picontext: {reason}"), dry.stderr
-    assert "tokens by chars/4) fit in keepRecentTokens (20,000)" in dry.stderr and "--keep-recent-tokens" in dry.stderr
+    assert "tokens by chars/4) all fall in the part a compaction keeps, the newest keepRecentTokens (20,000)" \
+        in dry.stderr and "a smaller --keep-recent-tokens summarizes more" in dry.stderr
     assert real.returncode == 2 and "No API key" in real.stderr  # the real run needs its key before it plans
     with ScriptedModelServer() as server:  # no request is made: the plan comes first
         (Path(os.environ["PICONTEXT_DIR"]) / "models.json").write_text(json.dumps({"providers": {"scripted": {

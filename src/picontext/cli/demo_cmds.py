@@ -2,14 +2,18 @@
 
 A scripted model (`picontext.testing.ScriptedModelServer`, real HTTP on 127.0.0.1) plays a coding
 agent building a small Python package in a temporary directory: the read/write/edit/bash tool
-calls are real and run on real files. The model's window is tiny (12k tokens), so the session
-crosses the compaction threshold mid-task and is compacted between turns; later a request
-overflows the window, the failed attempt is omitted, the session compacts and the request is
-retried once. The chat renderer shows it all as it happens (streamed text, tool calls, the
-compaction indicator, the footer after every turn) and the command ends with the session file.
+calls are real and run on real files. The model's window is tiny (12k tokens): during the first
+prompt the context crosses the compaction threshold and is compacted between turns; the second
+prompt pastes a CI log that overflows the window, so the failed attempt is omitted, the session
+compacts and the request is retried once. The chat renderer shows it all as it happens (streamed
+text, tool calls, compactions, the footer after every turn) and the command ends with the
+session file and commands to look inside that work as printed.
 
-Requests for a summary are answered by a summary writer; every other request takes the next
-step of the script, so the demo does not depend on how many summary calls a compaction makes.
+The model counts tokens as picontext estimates them (`request_tokens`) and reports that count
+with every reply, so the numbers on the screen are one count: the footer before the paste plus
+the paste is what the overflow error names and what the compaction starts from. Requests for a
+summary are answered by a summary writer; every other request takes the next step of the script,
+so the demo does not depend on how many summary calls a compaction makes.
 """
 
 from __future__ import annotations
@@ -96,8 +100,13 @@ UNICODE_TEST = '''class UnicodeTest(unittest.TestCase):
         self.assertEqual(words("\u201cHello,\u201d she said. \u2018World\u2019!"), ["hello", "she", "said", "world"])
 '''
 
+# Sizes, in the model's count (see `request_tokens`), chosen with ~1k tokens of margin each way:
+# the corpus (~5.1k) and the sample (~3.7k) take the first prompt over the 9k threshold at the
+# sample, with the corpus older than the 1.5k tokens a compaction keeps; the pasted log (~8.7k)
+# on top of what is left (~4.8k) is over the 12k window.
 CORPUS_LINES = 240
 SAMPLE_LINES = 130
+CI_TEST_ROWS = 76
 CORPUS_CMD = (
     "python3 -c \"import random; random.seed(7); w='context window session summary agent tool file "
     "token compaction branch'.split(); print('\\n'.join(' '.join(random.choice(w) for _ in range(12)) "
@@ -109,9 +118,6 @@ PROMPTS = (
     "Build a word-statistics module with tests and a command line, then try it on a generated corpus.",
     "CI fails since my last push. Here is the log of the failing job:",
 )
-
-
-CI_TEST_ROWS = 76
 
 
 def ci_log() -> str:

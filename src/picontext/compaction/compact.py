@@ -114,9 +114,10 @@ def nothing_to_compact_reason(path: list[Any], settings: CompactionSettings) -> 
         return "Nothing to compact (session too small): the branch has no messages to summarize"
     tokens = sum(estimate_tokens(m) for m in messages)
     since = " since the last compaction" if any(field_of(e, "type") == "compaction" for e in path) else ""
-    return (f"Nothing to compact (session too small): the messages{since} (~{tokens:,} tokens by chars/4) fit "
-            f"in keepRecentTokens ({settings.keep_recent_tokens:,}), the part a compaction keeps as it is; "
-            "a smaller --keep-recent-tokens summarizes more")
+    # (More than keepRecentTokens can still be all kept: a cut never falls inside a message.)
+    return (f"Nothing to compact (session too small): the messages{since} (~{tokens:,} tokens by chars/4) all "
+            f"fall in the part a compaction keeps, the newest keepRecentTokens ({settings.keep_recent_tokens:,}) "
+            "from the nearest point a cut is allowed; a smaller --keep-recent-tokens summarizes more")
 
 
 def nothing_to_mask_reason(settings: CompactionSettings) -> str:
