@@ -1,5 +1,6 @@
 """The repository's own scripts, as a newcomer meets them: scripts/test says up front what it
-installs and what needs root, and a pytest run of this configuration is free of warnings."""
+installs and what needs root, scripts/demo says when pip installs, and a pytest run of this
+configuration is free of warnings."""
 
 from __future__ import annotations
 
@@ -65,3 +66,39 @@ def test_a_pytest_run_prints_no_warnings() -> None:
                             cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "warning" not in (result.stdout + result.stderr).lower(), result.stdout + result.stderr
+
+
+def _fake_clone(root: Path) -> tuple[Path, Path]:
+    """scripts/demo in a directory whose .venv/bin/python and picontext only log how they were
+    called (and from where): the script's own logic runs, nothing is installed."""
+    clone = root / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "demo", clone / "scripts" / "demo")
+    (clone / "pyproject.toml").write_text("")
+    log = root / "calls.log"
+    bin_dir = clone / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "picontext"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $* in $PWD" >> {log}\n')
+        (bin_dir / name).chmod(0o755)
+    return clone, log
+
+
+def test_scripts_demo_says_when_it_installs_and_runs_the_demo_from_the_callers_directory(tmp_path: Path) -> None:
+    clone, log = _fake_clone(tmp_path)
+    caller = tmp_path / "elsewhere"
+    caller.mkdir()
+    first = subprocess.run(["bash", str(clone / "scripts" / "demo")], cwd=caller, capture_output=True, text=True,
+                           timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("scripts/demo: installing picontext into .venv with pip")  # before pip's silence
+    assert "source .venv/bin/activate" in first.stdout
+    calls = log.read_text().splitlines()
+    assert [c for c in calls if "pip install" in c] == [f"python -m pip install --quiet --upgrade pip in {clone}",
+                                                        f"python -m pip install --quiet -e . in {clone}"]
+    assert calls[-1] == f"picontext demo in {caller}"  # its closing commands are printed for the caller's shell
+    log.unlink()
+    again = subprocess.run(["bash", str(clone / "scripts" / "demo")], cwd=caller, capture_output=True, text=True,
+                           timeout=60)
+    assert again.returncode == 0 and "installing" not in again.stdout  # installed and unchanged: no pip
+    assert not [c for c in log.read_text().splitlines() if "pip" in c]
