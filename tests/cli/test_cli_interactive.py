@@ -326,6 +326,8 @@ def test_show_keeps_markers_on_their_line_and_tree_shows_the_leaf_mark(tmp_path:
     sm.append_message({"role": "assistant", "content": [{"type": "text", "text": "ok"}], "api": "x", "provider": "p",
                        "model": "m", "stopReason": "stop", "timestamp": 7, "usage": {}})  # the file is written
     sm.append_compaction("the summary " * 30, ids[3], 5_000)
+    omitted = sm.append_context_edit(ids[5], None)
+    replaced = sm.append_context_edit(ids[3], {"content": "shorter " * 30})
     sm.append_label_change(ids[4], "checkpoint")
     leaf = sm.append_message({"role": "user", "content": "the newest question " + "word " * 60, "timestamp": 9})
     env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
@@ -337,6 +339,9 @@ def test_show_keeps_markers_on_their_line_and_tree_shows_the_leaf_mark(tmp_path:
     compacted = [line for line in screen.splitlines() if "[compacted]" in line]
     assert [line.split()[1] for line in compacted] == ids[:3]  # marker and entry on one line
     assert all(line.rstrip().endswith("[compacted]") and len(line) <= 120 for line in compacted)
+    lines = screen.splitlines()
+    assert next(line for line in lines if f" {ids[5]} " in line).rstrip().endswith(f"[omitted by {omitted}]")
+    assert next(line for line in lines if f" {ids[3]} " in line).rstrip().endswith(f"[replaced by {replaced}]")
     term = Terminal(f"{PICONTEXT} tree --no-pager", tmp_path, env)
     try:
         screen = term.wait_for("EXITED-0")
