@@ -34,13 +34,44 @@ def example(tmp_path: Path) -> Path:
 def test_dry_run_json_report(example: Path) -> None:
     before = example.read_bytes()
     out = run("compact", str(example), "--dry-run", "--json")
-    assert out.returncode == 0 and json.loads(out.stdout) is None  # everything fits the default 20000 window
+    assert json.loads(out.stdout) is None  # everything fits the default 20000 window
+    assert out.returncode == 2 and out.stderr.startswith("picontext: Nothing to compact")  # as the real run
     out = run("compact", str(example), "--dry-run", "--json", "--keep-recent-tokens", "2000")
     report = json.loads(out.stdout)
     assert set(report) == {"firstKeptEntryId", "tokensBefore", "isSplitTurn", "messagesToSummarize",
                            "turnPrefixMessages", "previousSummary", "readFiles", "modifiedFiles"}
     assert report["previousSummary"].startswith("## Goal")
     assert example.read_bytes() == before
+
+
+def test_nothing_to_compact_gives_its_reason_and_the_exit_code_of_the_real_run(example: Path) -> None:
+    dry = run("compact", str(example), "--dry-run")
+    real = run("compact", str(example), "--model", "anthropic/claude-sonnet-4-5")  # refused before any request
+    reason = "Nothing to compact (session too small): the messages since the last compaction (~5,326 tokens"
+    assert dry.returncode == 2 and dry.stdout == "" and dry.stderr.count("\n") == 1
+    assert dry.stderr.startswith(f"picontext: {reason}"), dry.stderr
+    assert "tokens by chars/4) all fall in the part a compaction keeps, the newest keepRecentTokens (20,000)" \
+        in dry.stderr and "a smaller --keep-recent-tokens summarizes more" in dry.stderr
+    assert real.returncode == 2 and "No API key" in real.stderr  # the real run needs its key before it plans
+    with ScriptedModelServer() as server:  # no request is made: the plan comes first
+        (Path(os.environ["PICONTEXT_DIR"]) / "models.json").write_text(json.dumps({"providers": {"scripted": {
+            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
+            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        real = run("compact", str(example), "--model", "scripted/m1")
+        assert server.requests == []
+    assert real.returncode == 2 and real.stderr == dry.stderr
+
+
+def test_mask_dry_run_and_real_run_agree_when_there_is_nothing_to_mask(example: Path) -> None:
+    dry = run("compact", str(example), "--strategy", "mask", "--dry-run")
+    real = run("compact", str(example), "--strategy", "mask")
+    assert dry.returncode == real.returncode == 2 and dry.stdout == real.stdout == ""
+    assert dry.stderr == real.stderr == ("picontext: Nothing to mask: no tool result is older than the keep window "
+                                         "(keepRecentTokens 20,000; a smaller --keep-recent-tokens masks more)\n")
+    dry = run("compact", str(example), "--strategy", "mask", "--dry-run", "--json")
+    assert dry.returncode == 2 and json.loads(dry.stdout) == []
+    dry = run("compact", str(example), "--strategy", "mask", "--dry-run", "--keep-recent-tokens", "2000")
+    assert dry.returncode == 0 and dry.stdout.startswith("would mask ")
 
 
 def test_mask_needs_no_model_or_network(example: Path) -> None:

@@ -68,6 +68,8 @@ def test_summary_model_flag_writes_with_the_other_model_and_stats_show_its_cost(
                                      "cacheRead": 0, "cacheWrite": 0, "cost": last["usage"]["cost"]["total"]}]
     table = run("stats", str(example)).stdout
     assert "summary model" in table and "scripted/small" in table
+    pi_row = next(line for line in table.splitlines() if line.startswith(stats["compactions"][0]["id"][:16]))
+    assert pi_row.endswith("  not recorded (Pi does not record the summary model)")  # never a bare "?"
 
 
 def test_compaction_model_setting_picks_the_summarizer_per_model(example: Path) -> None:

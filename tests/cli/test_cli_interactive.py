@@ -314,6 +314,45 @@ def test_inspection_pages_through_pager_and_fits_the_terminal(tmp_path: Path) ->
             term.close()
 
 
+def test_show_keeps_markers_on_their_line_and_tree_shows_the_leaf_mark(tmp_path: Path) -> None:
+    """At the terminal's width a long entry is shortened, never its `[compacted]` marker wrapped
+    onto a line of its own, nor `<- leaf` and labels cut off the end of the tree."""
+    from picontext.session.manager import SessionManager
+
+    home = Path(os.environ["PICONTEXT_DIR"])
+    sm = SessionManager.create(str(tmp_path))
+    ids = [sm.append_message({"role": "user", "content": f"question {n} " + "word " * 60, "timestamp": n})
+           for n in range(6)]
+    sm.append_message({"role": "assistant", "content": [{"type": "text", "text": "ok"}], "api": "x", "provider": "p",
+                       "model": "m", "stopReason": "stop", "timestamp": 7, "usage": {}})  # the file is written
+    sm.append_compaction("the summary " * 30, ids[3], 5_000)
+    omitted = sm.append_context_edit(ids[5], None)
+    replaced = sm.append_context_edit(ids[3], {"content": "shorter " * 30})
+    sm.append_label_change(ids[4], "checkpoint")
+    leaf = sm.append_message({"role": "user", "content": "the newest question " + "word " * 60, "timestamp": 9})
+    env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    term = Terminal(f"{PICONTEXT} show --no-pager", tmp_path, env)
+    try:
+        screen = term.wait_for("EXITED-0")
+    finally:
+        term.close()
+    compacted = [line for line in screen.splitlines() if "[compacted]" in line]
+    assert [line.split()[1] for line in compacted] == ids[:3]  # marker and entry on one line
+    assert all(line.rstrip().endswith("[compacted]") and len(line) <= 120 for line in compacted)
+    lines = screen.splitlines()
+    assert next(line for line in lines if f" {ids[5]} " in line).rstrip().endswith(f"[omitted by {omitted}]")
+    assert next(line for line in lines if f" {ids[3]} " in line).rstrip().endswith(f"[replaced by {replaced}]")
+    term = Terminal(f"{PICONTEXT} tree --no-pager", tmp_path, env)
+    try:
+        screen = term.wait_for("EXITED-0")
+    finally:
+        term.close()
+    lines = screen.splitlines()
+    assert next(line for line in lines if line.startswith(leaf)).rstrip().endswith("<- leaf")
+    assert next(line for line in lines if line.startswith(ids[4])).rstrip().endswith("[checkpoint]")
+    assert max(len(line) for line in lines) <= 120
+
+
 def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(server: ScriptedModelServer,
                                                                             tmp_path: Path) -> None:
     _, env = chat_home(server.url, {"compaction": {"keepRecentTokens": 10}})

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from picontext.compaction.mask import apply_masks, plan_masks
-from picontext.compaction.prepare import prepare_compaction
+from picontext.compaction.prepare import prepare_compaction, project_path
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
@@ -46,7 +46,8 @@ if TYPE_CHECKING:  # the summary path pulls in the model client (httpx); masking
     from picontext.compaction.completion import Completion
     from picontext.compaction.summarize import SummaryResult
 
-__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens"]
+__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens",
+           "nothing_to_compact_reason", "nothing_to_mask_reason"]
 
 Strategy = Literal["summary", "mask", "mask-then-summary"]
 STRATEGIES: tuple[str, ...] = ("summary", "mask", "mask-then-summary")
@@ -101,10 +102,27 @@ async def _append_guard(manager: Any) -> AsyncIterator[None]:
         ) from None
 
 
-def _nothing_reason(path: list[Any]) -> str:
+def nothing_to_compact_reason(path: list[Any], settings: CompactionSettings) -> str:
+    """Why `prepare_compaction` found nothing on `path`, in words (the real run and the dry run
+    say the same). It starts with Pi's own message ("Already compacted", "Nothing to compact
+    (session too small)") and adds the numbers behind it."""
     if path and field_of(path[-1], "type") == "compaction":
-        return "Already compacted"
-    return "Nothing to compact (session too small)"
+        return "Already compacted: the branch ends with a compaction"
+    # What the cut point weighs: the chars/4 estimate of each message after the last summary.
+    messages = [m for m in project_path(path).messages if field_of(m, "role") not in ("system", "compactionSummary")]
+    if not messages:
+        return "Nothing to compact (session too small): the branch has no messages to summarize"
+    tokens = sum(estimate_tokens(m) for m in messages)
+    since = " since the last compaction" if any(field_of(e, "type") == "compaction" for e in path) else ""
+    # (More than keepRecentTokens can still be all kept: a cut never falls inside a message.)
+    return (f"Nothing to compact (session too small): the messages{since} (~{tokens:,} tokens by chars/4) all "
+            f"fall in the part a compaction keeps, the newest keepRecentTokens ({settings.keep_recent_tokens:,}) "
+            "from the nearest point a cut is allowed; a smaller --keep-recent-tokens summarizes more")
+
+
+def nothing_to_mask_reason(settings: CompactionSettings) -> str:
+    return (f"Nothing to mask: no tool result is older than the keep window (keepRecentTokens "
+            f"{settings.keep_recent_tokens:,}; a smaller --keep-recent-tokens masks more)")
 
 
 def _plan(manager: Any, path: list[Any], settings: CompactionSettings, instructions: str | None,
@@ -121,7 +139,7 @@ def _plan(manager: Any, path: list[Any], settings: CompactionSettings, instructi
             path = manager.get_branch()
     prep = prepare_compaction(path, settings)
     if prep is None:
-        raise NothingToCompact(_nothing_reason(path))
+        raise NothingToCompact(nothing_to_compact_reason(path, settings))
     span_id = None
     if settings.resumable:
         span_id = record_span(manager, prep, settings, reason="manual", instructions=instructions, model=model_ref)
@@ -192,7 +210,7 @@ async def compact_session(
                 outcome.appended += apply_masks(manager, edits)
             outcome.masked = len(edits)
         if strategy == "mask" and not edits:
-            raise NothingToCompact("Nothing to mask: no tool result is older than the keep window")
+            raise NothingToCompact(nothing_to_mask_reason(settings))
         if strategy == "mask-then-summary":
             window = context_window or int(getattr(completion, "context_window", 0) or 0)
             tokens = context_tokens(manager)

@@ -95,8 +95,8 @@ class SessionManager:
         self._leaf: LeafArg = None
         self._live = LiveProjection()
         self._batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] | None = None  # see batch()
-        if persist and self._session_dir:
-            paths.ensure_dir(self._session_dir)
+        # Unlike Pi's constructor, nothing is created here: a session file's directory appears
+        # with the file, at the first write (`open` of a new path has no side effect until then).
         with gc_paused():
             if session_file:
                 self._set_session_file(session_file, preloaded, loaded)
@@ -113,14 +113,17 @@ class SessionManager:
         parent_session: str | None = None, **kw: Any,
     ) -> SessionManager:
         """A new persisted session; its file appears with the first assistant message."""
-        directory = session_dir or paths.default_session_dir(cwd, create=True)
+        directory = session_dir or paths.default_session_dir(cwd)
+        paths.ensure_dir(directory)  # as Pi: the session directory exists from here on
         return cls(cwd, directory, None, True, new_session_id=id, parent_session=parent_session, **kw)
 
     @classmethod
     def open(cls, path: str, session_dir: str | None = None, cwd_override: str | None = None,
              **kw: Any) -> SessionManager:
-        """Open a session file (created lazily if it does not exist). `loaded=` (keyword): the
-        store's `load(lazy=True)` result the caller already has, used instead of reading again."""
+        """Open a session file. A path that does not exist is a new session: nothing is created
+        (neither the file nor its directories) until the first write, which creates both (the
+        directories 0700). `loaded=` (keyword): the store's `load(lazy=True)` result the caller
+        already has, used instead of reading again."""
         resolved = paths.resolve_path(path)
         cwd = cwd_override
         store = (kw.get("store_factory") or JsonlSessionStore)(resolved)

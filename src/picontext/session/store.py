@@ -38,6 +38,7 @@ from picontext import _json
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import jsonl_columns, jsonl_index
+from picontext.session.paths import ensure_dir
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
 
 __all__ = [
@@ -666,8 +667,9 @@ class JsonlSessionStore:
             raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror}") from exc
 
     def create(self, file_entries: list[Any]) -> Tail:
-        """Write a brand-new file; fails with FileExistsError if the path already exists."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        """Write a brand-new file, and its missing directories (0700, as `paths.ensure_dir`);
+        fails with FileExistsError if the path already exists."""
+        ensure_dir(os.path.dirname(self.path) or ".")
         payload = _encode(file_entries)
         tmp = self._tmp_path()
         self._write_new(tmp, payload)

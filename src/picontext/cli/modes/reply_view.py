@@ -85,7 +85,7 @@ class ReplyView:
         self.typed = ""
         self.activity: tuple[str, float] | None = None  # (what, monotonic start) for the spinner
         self.working = False
-        self.hints = False  # the chat shows the keys that act while the model works; the demo does not
+        self.hints = False  # the chat shows the keys that act (Esc, Ctrl+O...); the demo takes no keys
         self.failures = 0  # compaction failures reported so far
         self.last_output: tuple[str, str] | None = None  # (title, full text) for Ctrl+O
         self.last_error: str | None = None
@@ -121,6 +121,10 @@ class ReplyView:
             parts.append(Text(self.thinking.strip(), style="dim italic"))
         if self.text.strip():
             parts.append(Markdown(self.text))
+        if not self.console.is_terminal and self.text.strip():
+            # Not a terminal (the demo in a pipe): the reply's own text, not Markdown padded and
+            # wrapped to a width nobody sees.
+            parts[-1] = Text(self.text.strip())
         self.text = self.thinking = ""
         if parts:
             self.console.print(Group(*parts))
@@ -187,6 +191,9 @@ class ReplyView:
         elif kind == "auto_retry_end" and not event.get("success"):
             self.line(f"Giving up after {event.get('attempt')} attempts: {event.get('finalError')}", "red")
 
+    def _expand_hint(self) -> str:
+        return " (Ctrl+O to expand)" if self.hints else ""
+
     def _reply_ended(self, message: dict[str, Any]) -> None:
         if message.get("stopReason") == "error":
             error = readable_error(message.get("errorMessage") or "") or "the model returned an error"
@@ -213,7 +220,7 @@ class ReplyView:
                 "cyan" if line.startswith("@@") else "dim"
             shown.append(f"  {line}\n", style=style)
         if len(lines) > DIFF_LINES:
-            shown.append(f"  … +{len(lines) - DIFF_LINES} diff lines (Ctrl+O to expand)\n", style="dim")
+            shown.append(f"  … +{len(lines) - DIFF_LINES} diff lines{self._expand_hint()}\n", style="dim")
             self.last_output = (f"diff of {path}", "\n".join(lines))
         shown.rstrip()
         self.console.print(shown)
@@ -230,9 +237,9 @@ class ReplyView:
         width = max(20, self.console.width - 6)
         out = Text()
         for n, line in enumerate(lines[:TOOL_LINES]):
-            out.append(f"  {mark if n == 0 else ' '} {render.short_line(line, width)}\n", style=style)
+            out.append(f"  {mark if n == 0 else ' '} {render.short_line(line, width)}".rstrip() + "\n", style=style)
         if len(lines) > TOOL_LINES:
-            out.append(f"    … +{len(lines) - TOOL_LINES} lines (Ctrl+O to expand)\n", style="dim")
+            out.append(f"    … +{len(lines) - TOOL_LINES} lines{self._expand_hint()}\n", style="dim")
             self.last_output = (f"output of {event.get('toolName')} ({len(lines)} lines)", body)
         out.rstrip()
         self.line(out)
@@ -255,8 +262,8 @@ class ReplyView:
             numbers = f": {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
                 else ""
             again = "; retrying the request" if event.get("willRetry") else ""
-            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again} · Ctrl+O shows the summary",
-                      "bold magenta")
+            keys = " · Ctrl+O shows the summary" if self.hints else ""
+            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again}{keys}", "bold magenta")
             if isinstance(result.get("summary"), str):
                 self.last_output = ("compaction summary", result["summary"])
 
