@@ -255,8 +255,9 @@ class ReplyView:
             numbers = f": {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
                 else ""
             again = "; retrying the request" if event.get("willRetry") else ""
-            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again} · Ctrl+O shows the summary",
-                      "bold magenta")
+            notice = f" ({event['notice']})" if event.get("notice") else ""
+            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{notice}{again} · Ctrl+O shows the summary",
+                      "bold magenta" if not notice else "bold yellow")
             if isinstance(result.get("summary"), str):
                 self.last_output = ("compaction summary", result["summary"])
 
