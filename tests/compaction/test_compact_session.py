@@ -13,9 +13,9 @@ from compaction_fixtures import tool_session, user
 
 from picontext.ai.retry import RetryPolicy
 from picontext.compaction.compact import compact_session, estimated_tokens
-from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.completion import ScriptedCompletion, StreamCompletion, assistant_reply
 from picontext.compaction.prompts import TURN_PREFIX_PROMPT
+from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.settings import CompactionSettings
 from picontext.errors import NothingToCompact, SessionChanged, SummaryError, SummaryTruncated
 from picontext.session.manager import SessionManager

@@ -402,10 +402,15 @@ def _fit(lines: list[str], room: int) -> tuple[list[str], int]:
 
 
 def _cut(text: str, room: int) -> str:
+    """`text` up to `room` characters, ended at a line (or at least a word) near the limit."""
     if len(text) <= room:
         return text
     head = text[:room]
-    return head[: head.rfind("\n")] if "\n" in head else head
+    for sep in ("\n", " "):
+        at = head.rfind(sep)
+        if at >= room * 0.8:
+            return head[:at]
+    return head
 
 
 def mechanical_summary(prep: Any, *, reserve_tokens: int, model_max: int, failures: Sequence[AttemptFailure],
