@@ -185,8 +185,6 @@ class BackgroundCompaction:
             return False
         error = job.task.exception()
         if error is not None:
-            for failure in job.failures:  # ours: a durable record, as for the blocking path
-                self.rt.record_failure(failure, job.plan.preparation, "background", job.model_ref)
             await self._discard(job, f"the summary failed: {error}")
             return False
         why = self.invalid_reason(job)
@@ -205,6 +203,9 @@ class BackgroundCompaction:
         return True
 
     async def _discard(self, job: _Job, reason: str) -> None:
+        for failure in job.failures:  # ours: a failed attempt leaves its record, as on the blocking path
+            self.rt.record_failure(failure, job.plan.preparation, "background", job.model_ref)
+        job.failures.clear()
         self.discarded += 1
         self.paused = True
         if job.span_id is not None:
