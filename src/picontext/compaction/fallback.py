@@ -45,6 +45,7 @@ from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.serialize import serialize_messages, utf16_len
 from picontext.compaction.summarize import (
     SummaryResult,
+    _previous_facts,
     add_usage,
     history_max_tokens,
     preparation_file_lists,
@@ -52,7 +53,7 @@ from picontext.compaction.summarize import (
     turn_prefix_max_tokens,
 )
 from picontext.compaction.tokens import estimate_tokens
-from picontext.compaction.verify import VerifiedFacts, extract_facts, format_ledger, parse_ledger, strip_machine_blocks
+from picontext.compaction.verify import VerifiedFacts, extract_facts, format_ledger, strip_machine_blocks
 from picontext.errors import (
     CompactionError,
     ConfigError,
@@ -428,11 +429,7 @@ def mechanical_summary(prep: Any, *, reserve_tokens: int, model_max: int, failur
     previous = previous if isinstance(previous, str) else None
     read_files, modified_files = preparation_file_lists(prep)
     if previous_facts is None:
-        entry = getattr(prep, "previous_compaction", None)
-        earlier = entry.get("details") if isinstance(entry, dict) else None
-        previous_facts = (VerifiedFacts.from_json(earlier["verifiedFacts"])
-                          if isinstance(earlier, dict) and isinstance(earlier.get("verifiedFacts"), dict)
-                          else parse_ledger(previous))
+        previous_facts = _previous_facts(prep, previous)
     facts = extract_facts([*to_summarize, *prefix], previous_facts)
     facts.modified_files = list(modified_files)
 
