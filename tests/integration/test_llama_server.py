@@ -86,7 +86,9 @@ def seed_session(workdir: Path, turns: list[tuple[str, str]]) -> Path:
     return Path(path)
 
 
-def picontext(home: Path, cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def picontext(home: Path, cwd: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    # The timeout is a safety net, not a measure: on two shared cores a run whose summary is retried
+    # and then replaced (two summaries to the token cap) has taken over 8 minutes.
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PICONTEXT_DIR"] = str(home)
     return subprocess.run([sys.executable, "-m", "picontext", *args], capture_output=True, text=True, cwd=cwd,
