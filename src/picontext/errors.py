@@ -146,5 +146,19 @@ class SummaryEmpty(SummarizationFailed):
     pass
 
 
+class SummaryTimeout(SummaryError):
+    """A summary request took longer than `compaction.summaryTimeoutMs`."""
+
+
+class SummaryUnusable(SummarizationFailed):
+    """The model returned a summary that cannot serve: larger than what it replaces or far over
+    its budget (`kind` "oversize"), a refusal ("refusal"), or repetition without content
+    ("garbage")."""
+
+    def __init__(self, message: str, kind: str = "garbage") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class SessionChanged(CompactionError):
     """Another writer appended to the session file while the summary was being written."""

@@ -174,10 +174,11 @@ async def test_hooks_supply_cancel_and_report(server: ScriptedModelServer, tmp_p
 async def test_summary_failure_reports_auto_compaction_failed(server: ScriptedModelServer, tmp_path: Path) -> None:
     from picontext.testing import http_error
 
-    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50})
+    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50, "fallbackSummary": False})
     await history(session, server, n=2)
     events.clear()
-    server.expect(reply(text("a"), usage=tokens(195_000, 10)), http_error(400, {"error": {"message": "bad summary"}}))
+    server.expect(reply(text("a"), usage=tokens(195_000, 10)), http_error(400, {"error": {"message": "bad summary"}}),
+                  http_error(400, {"error": {"message": "bad summary"}}))
     await session.prompt("x")
     end = next(e for e in events if e["type"] == "compaction_end")
     assert end["reason"] == "threshold" and end["aborted"] is False

@@ -120,17 +120,57 @@ def test_summary_over_http_appends_and_prints_tokens(example: Path) -> None:
     assert "## Original Request\nmypy" in last["summary"] and "**Turn Context (split turn):**" in last["summary"]
 
 
-def test_failed_summary_leaves_file_untouched(example: Path) -> None:
-    home = Path(os.environ["PICONTEXT_DIR"])
+def _scripted_models(server: ScriptedModelServer) -> None:
+    (Path(os.environ["PICONTEXT_DIR"]) / "models.json").write_text(json.dumps({"providers": {"scripted": {
+        "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
+        "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_failed_summary_with_no_fallback_appends_only_its_failure_records(example: Path) -> None:
     before = example.read_bytes()
     with ScriptedModelServer() as server:
-        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"))  # Anthropic's "length"
-        (home / "models.json").write_text(json.dumps({"providers": {"scripted": {
-            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
-            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        # A split turn, history then prefix, twice: the prefix hits Anthropic's cap ("length") both times.
+        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"),
+                      text("## Goal\nok"), text("cut off").with_stop("max_tokens"))
+        _scripted_models(server)
+        out = run("compact", str(example), "--model", "scripted/m1", "--keep-recent-tokens", "2000", "--no-fallback")
+        server.assert_complete()
+    assert out.returncode == 2 and "token cap" in out.stderr and len(out.stderr.splitlines()) == 1
+    after = example.read_bytes()
+    assert after.startswith(before)  # nothing rewritten; no compaction, only the two records
+    added = [json.loads(line) for line in after[len(before):].decode().splitlines()]
+    assert [(e["type"], e["customType"], e["data"]["attempt"], e["data"]["kind"], e["data"]["next"])  # type: ignore[index]
+            for e in added] == [("custom", "picontext.compaction-failed", 1, "length", "retry"),
+                                ("custom", "picontext.compaction-failed", 2, "length", "none")]
+
+
+def test_a_failed_summary_compacts_with_the_mechanical_summary_and_says_so_in_one_line(example: Path) -> None:
+    before = _lines(example)
+    with ScriptedModelServer() as server:
+        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"),
+                      text("## Goal\nok"), text("cut off").with_stop("max_tokens"))
+        _scripted_models(server)
         out = run("compact", str(example), "--model", "scripted/m1", "--keep-recent-tokens", "2000")
-    assert out.returncode == 2 and "token cap" in out.stderr
-    assert example.read_bytes() == before
+        server.assert_complete()
+    assert out.returncode == 0, out.stderr
+    assert "compacted with a mechanical summary up to" in out.stdout
+    [notice] = out.stderr.splitlines()
+    assert notice.startswith("picontext: the model's summary failed twice (last: it hit its token cap)")
+    rows = _lines(example)
+    assert [e["type"] for e in rows[len(before):]] == ["custom", "custom", "compaction"]
+    compaction = rows[-1]
+    assert compaction["details"]["fallback"]["reason"] == "length"  # type: ignore[index]
+    assert compaction["details"]["fallback"]["attempts"] == 2  # type: ignore[index]
+    context = SessionManager.open(str(example)).build_session_context()
+    assert [m["role"] for m in context["messages"]].count("compactionSummary") == 1
+    out = run("stats", str(example), "--json")
+    failures = json.loads(out.stdout)["compactionFailures"]
+    assert [(f["attempt"], f["kind"], f["next"]) for f in failures] == [(1, "length", "retry"), (2, "length",
+                                                                                                 "fallback")]
 
 
 def test_eval_compaction() -> None:

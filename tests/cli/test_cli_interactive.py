@@ -433,7 +433,7 @@ def test_a_reply_taller_than_the_terminal_streams_its_last_screenful_then_prints
         term.close()
 
 
-def test_an_unreachable_server_is_named_in_the_chat(tmp_path: Path) -> None:
+def test_an_unreachable_server_is_named_in_the_chat_at_once(tmp_path: Path) -> None:
     with ScriptedModelServer() as gone:
         url = gone.url
     _, env = chat_home(url)
@@ -443,14 +443,33 @@ def test_an_unreachable_server_is_named_in_the_chat(tmp_path: Path) -> None:
         term.type("hello?")
         screen = term.wait_for("running?", timeout=60)
         assert f"is the server at {url}/v1 running?" in screen.replace("\n", "")
-        term.type("/exit")  # typed while it retries: a command is not queued as a message
+        # Nothing listens on this machine's port: refused is not transient, so no back-off first.
+        assert "Retrying" not in screen and "Giving up" not in screen
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
+
+
+def test_exit_typed_while_the_model_answers_waits_and_is_not_queued(server: ScriptedModelServer,
+                                                                    tmp_path: Path) -> None:
+    _, env = chat_home(server.url)
+    hold = threading.Event()
+    server.expect(reply(text("Thinking it over, slowly and at length.")).hold_after(2, hold))
+    term = Terminal(f"{PICONTEXT} --no-session", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("hello?")
+        term.wait_for("Esc: abort")  # the reply is on its way (held by the server)
+        term.type("/exit")  # typed while the reply streams: a command is not queued as a message
         term.wait_for("/exit runs once the model is done")
-        term.wait_for("Giving up", timeout=60)
+        hold.set()
         term.wait_for("> /exit")  # kept in the editor
         term.send("Enter")
         screen = term.wait_for("EXITED-0")
         assert "queued" not in screen
     finally:
+        hold.set()
         term.close()
 
 

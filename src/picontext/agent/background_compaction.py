@@ -28,8 +28,9 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from picontext.ai.event_stream import AbortSignal
+from picontext.compaction.fallback import AttemptFailure, summarize_with_fallback
 from picontext.compaction.resumable import end_span, record_span, span_details
-from picontext.compaction.summarize import SummaryResult, summarize_preparation
+from picontext.compaction.summarize import SummaryResult
 from picontext.compaction.summary_model import summarizer_ref, with_summary_model
 from picontext.session.projection import field_of
 
@@ -52,6 +53,8 @@ class _Job:
     span_id: str | None
     model_ref: str | None
     tokens: int
+    failures: list[AttemptFailure]
+    """Its failed attempt (one at most: a background summary is not retried), recorded when discarded."""
 
 
 class BackgroundCompaction:
@@ -135,9 +138,15 @@ class BackgroundCompaction:
         if span_id is None and plan.settings.resumable:
             span_id = record_span(host.manager, prep, plan.settings, reason="threshold", model=model_ref)
         signal = AbortSignal()
-        task = asyncio.ensure_future(summarize_preparation(
+        failures: list[AttemptFailure] = []
+        # One checked attempt, no retry and no mechanical summary: a failed background summary
+        # falls to the blocking path when the threshold is reached, which retries and falls back.
+        task = asyncio.ensure_future(summarize_with_fallback(
             prep, completion, reserve_tokens=plan.settings.reserve_tokens, thinking_level=host.thinking_level,
             signal=signal, prompt_cache=self.rt.prompt_cache(plan, completion),
+            timeout_ms=plan.settings.summary_timeout_ms, retry=False, fallback=False,
+            on_failure=lambda failure: failures.append(AttemptFailure(
+                failure.attempt, failure.kind, failure.error, "blocking", failure.usage)),
         ))
         previous = prep.previous_compaction
         summarized = frozenset(
@@ -145,7 +154,7 @@ class BackgroundCompaction:
         )
         self.job = _Job(plan, task, signal, host.manager.get_leaf_id(),
                         field_of(previous, "id") if previous is not None else None, summarized, span_id, model_ref,
-                        tokens)
+                        tokens, failures)
         self.started += 1
         await host.emit({"type": "compaction_background_start", "tokens": tokens,
                          "firstKeptEntryId": prep.first_kept_entry_id})
@@ -194,6 +203,9 @@ class BackgroundCompaction:
         return True
 
     async def _discard(self, job: _Job, reason: str) -> None:
+        for failure in job.failures:  # ours: a failed attempt leaves its record, as on the blocking path
+            self.rt.record_failure(failure, job.plan.preparation, "background", job.model_ref)
+        job.failures.clear()
         self.discarded += 1
         self.paused = True
         if job.span_id is not None:

@@ -43,11 +43,18 @@ from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.calibration import calibrated_projected_tokens, dense_tokens, learn_ratios, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
+from picontext.compaction.fallback import (
+    FAILURE_TYPE,
+    AttemptFailure,
+    failure_data,
+    fallback_notice,
+    summarize_with_fallback,
+)
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
 from picontext.compaction.prompt_cache import CachedPrefix, plan_cached_prefix
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings, model_key
-from picontext.compaction.summarize import history_max_tokens, summarize_preparation
+from picontext.compaction.summarize import history_max_tokens
 from picontext.compaction.summary_model import summarizer_ref, summary_completion, with_summary_model
 from picontext.compaction.tokens import (
     calculate_context_tokens,
@@ -531,7 +538,7 @@ class CompactionRuntime:
                 if span_id is None and plan.settings.resumable:
                     span_id = record_span(self.s.manager, prep, plan.settings, reason=reason,
                                           instructions=instructions, model=summarizer_ref(completion))
-                result = await self._summarize(plan, instructions, controller, completion)
+                result = await self._summarize(plan, instructions, controller, completion, reason)
                 summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
                 usage = result.usage
                 details = with_summary_model(span_details(result.details, span_id), summarizer_ref(completion))
@@ -576,9 +583,11 @@ class CompactionRuntime:
         if details is not None:
             result_json["details"] = details
         self.controller = self.reason = None  # cleared before announcing (listeners may prompt)
+        notice = fallback_notice(details)  # ours: the summary failed at first; say how it ended, once
         await self.s.emit({
             "type": "compaction_end", "reason": reason, "result": result_json, "aborted": False,
-            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after, **(extra or {}),
+            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after,
+            **({"notice": notice} if notice is not None else {}), **(extra or {}),
         })
         await self._check_loop(reason, tokens_before, after)
         return result_json
@@ -604,12 +613,21 @@ class CompactionRuntime:
         margin = max(self.settings().keep_recent_tokens // 2, self.window() // 10, 1)
         self.backoff_until = after + margin
 
+    def record_failure(self, failure: AttemptFailure, prep: CompactionPreparation, reason: str,
+                       model_ref: str | None) -> None:
+        """Ours: the durable record of one failed summary attempt (a custom entry Pi ignores)."""
+        self.s.manager.append_custom_entry(FAILURE_TYPE, failure_data(failure, prep, reason=reason, model=model_ref))
+
     async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal,
-                         completion: Completion) -> Any:
+                         completion: Completion, reason: CompactionReason) -> Any:
         level = self.s.thinking_level
-        task = asyncio.ensure_future(summarize_preparation(
-            plan.preparation, completion, reserve_tokens=plan.settings.reserve_tokens, instructions=instructions,
+        settings = plan.settings
+        task = asyncio.ensure_future(summarize_with_fallback(
+            plan.preparation, completion, reserve_tokens=settings.reserve_tokens, instructions=instructions,
             thinking_level=level, signal=controller, prompt_cache=self.prompt_cache(plan, completion),
+            timeout_ms=settings.summary_timeout_ms, fallback=settings.fallback_summary,
+            on_failure=lambda failure: self.record_failure(failure, plan.preparation, reason,
+                                                           summarizer_ref(completion)),
         ))
         aborted = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -164,6 +164,9 @@ class CompactionEndEvent(TypedDict):
     """Ours: the context estimate before (equals `result.tokensBefore` on success)."""
     tokensAfter: NotRequired[int]
     """Ours: `result.estimatedTokensAfter` on success."""
+    notice: NotRequired[str]
+    """Ours: one line when the model's summary failed at first: the retry succeeded, or a mechanical
+    summary replaced it (`result.details.fallback`); compaction/fallback.py."""
 
 
 class PromptCancelledEvent(TypedDict):

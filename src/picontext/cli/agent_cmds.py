@@ -199,7 +199,8 @@ class TextPrinter:
                 numbers = f" {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
                     else ""
                 again = "; retrying the request" if event.get("willRetry") else ""
-                self._note(f"picontext: compacted{numbers}{again}")
+                notice = f" ({event['notice']})" if event.get("notice") else ""
+                self._note(f"picontext: compacted{numbers}{notice}{again}")
         elif kind == "compaction_skipped":
             self._note(f"picontext: {event.get('message') or 'compaction skipped'}")
 

@@ -54,6 +54,9 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--keep-recent-tokens", type=int, metavar="N", help="override keepRecentTokens")
     p.add_argument("--reserve-tokens", type=int, metavar="N", help="override reserveTokens")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="when the model's summary fails twice, exit 2 instead of compacting with a mechanical "
+                        "summary (the failure records are still appended)")
     p.set_defaults(handler=cmd_compact)
 
 
@@ -118,18 +121,28 @@ def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
 
 
 def _report(args: argparse.Namespace, outcome: CompactOutcome) -> None:
+    details = outcome.summary.details if outcome.summary is not None else None
+    fallback = details.get("fallback") if isinstance(details, dict) else None
     if args.json:
         _write_json({"strategy": outcome.strategy, "tokensBefore": outcome.tokens_before,
                      "tokensAfter": outcome.tokens_after, "appended": outcome.appended, "masked": outcome.masked,
-                     "summarized": outcome.summary is not None, "note": outcome.note})
+                     "summarized": outcome.summary is not None, "note": outcome.note, "fallback": fallback})
         return
     done = []
     if outcome.masked:
         done.append(f"masked {outcome.masked} tool results")
     if outcome.summary is not None:
-        done.append(f"summarized up to {outcome.summary.first_kept_entry_id}")
+        how = "compacted with a mechanical summary" if fallback is not None else "summarized"
+        done.append(f"{how} up to {outcome.summary.first_kept_entry_id}")
     print(f"{args.file}: {', '.join(done)}; tokens {outcome.tokens_before} -> {outcome.tokens_after} "
           "(chars/4 estimates of the context, as `picontext tokens` counts it now)")
+    notice = None
+    if details is not None:
+        from picontext.compaction.fallback import fallback_notice  # the summary path's module (httpx)
+
+        notice = fallback_notice(details)
+    if notice:
+        print(f"picontext: {notice}", file=sys.stderr)
     if outcome.note:
         print(f"note: {outcome.note}", file=sys.stderr)
 
@@ -156,6 +169,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     thinking = manager.build_session_projection().thinking_level
     outcome = asyncio.run(compact_session(manager, strategy=args.strategy, completion=completion, settings=settings,
                                           instructions=args.instructions, leaf_id=args.leaf,
-                                          thinking_level=thinking if isinstance(thinking, str) else None))
+                                          thinking_level=thinking if isinstance(thinking, str) else None,
+                                          fallback=not args.no_fallback))
     _report(args, outcome)
     return 0

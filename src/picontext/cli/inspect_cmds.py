@@ -13,6 +13,7 @@ from rich.text import Text
 from picontext import _json
 from picontext.cli import render
 from picontext.cli.loading import LoadedSession, add_file_argument, load_session
+from picontext.compaction.records import failure_line, failure_records
 from picontext.session.projection import build_session_path, field_of, fold_path
 
 
@@ -243,8 +244,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for bucket in buckets.values():
         for key, value in bucket.items():
             total[key] = total.get(key, 0) + value
+    failures = failure_records(session.entries)  # ours: failed summary attempts (compaction/records.py)
     result = {"file": session.path, "entries": len(session.entries), "byType": dict(by_type),
-              "messagesByRole": dict(by_role), "usage": buckets, "total": total, "compactions": compactions}
+              "messagesByRole": dict(by_role), "usage": buckets, "total": total, "compactions": compactions,
+              "compactionFailures": failures}
     if args.json:
         _write_json(result)
         return 0
@@ -267,6 +270,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for c in compactions:
             out.print(f"{str(c['id'])[:16]:<16}{int(c['input']):>12,}{int(c['output']):>10,}{int(c['cacheRead']):>12,}"
                       f"{int(c['cacheWrite']):>12,}{c['cost']:>10.4f}  {c['summaryModel'] or NO_SUMMARY_MODEL}")
+    if failures:
+        out.print(Text(f"failed summary attempts: {len(failures)}", style="bold"))
+        for record in failures:
+            out.print(f"  {str(record['id'])[:16]:<16}{failure_line(record)}", no_wrap=True, overflow="ellipsis")
     return 0
 
 

@@ -10,7 +10,9 @@ Files use Pi's settings.json keys, so a Pi file can be copied over unchanged:
                     "exactSplitTurns": false,
                     # picontext's own, all off unless set (docs/compaction.md "Beyond Pi"):
                     "backgroundTokens": 0, "resumable": false, "model": null, "calibrateTokens": false,
-                    "loopGuard": true, "reusePromptCache": false},
+                    "loopGuard": true, "reusePromptCache": false,
+                    # ours, on: a failed summary is retried once, then replaced by a mechanical one
+                    "fallbackSummary": true, "summaryTimeoutMs": 180000},
      "branchSummary": {"reserveTokens": 16384, "skipPrompt": false}}
 
 Precedence is the reference's (spec 02 §3.2-3.3): the project file is deep-merged over the global
@@ -36,6 +38,9 @@ from picontext.errors import ConfigError
 from picontext.session.paths import agent_dir
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+DEFAULT_SUMMARY_TIMEOUT_MS: Final = 180_000
+"""Three minutes per summary request: hosted models answer in well under one; a slow local model
+that needs more sets `compaction.summaryTimeoutMs` (0 = no limit but httpx's 600 s read timeout)."""
 SETTINGS_FILE: Final = "settings.json"
 PROJECT_DIR: Final = ".picontext"
 _INT_RULE: Final = f"a non-negative safe integer (0 to {MAX_SAFE_INTEGER})"
@@ -58,6 +63,8 @@ class CompactionSettings:
     instruction, where the provider caches prompts: `compaction/prompt_cache.py`).
     `loop_guard` (on by default, like the rest of the anti-thrash rules) refuses a compaction of
     the span the previous one already summarized and stops a run of compactions that free nothing.
+    `fallback_summary` (on by default) retries a failed summary once and then writes a mechanical
+    summary (`compaction/fallback.py`); `summary_timeout_ms` bounds one summary request (0 = none).
     """
 
     enabled: bool = True
@@ -70,6 +77,8 @@ class CompactionSettings:
     calibrate_tokens: bool = False
     loop_guard: bool = True
     reuse_prompt_cache: bool = False
+    fallback_summary: bool = True
+    summary_timeout_ms: int = 180_000
 
     def to_json(self) -> dict[str, Any]:
         """The reference's object (`{enabled, reserveTokens, keepRecentTokens}`), plus opt-ins when on."""
@@ -89,6 +98,10 @@ class CompactionSettings:
             out["loopGuard"] = False
         if self.reuse_prompt_cache:
             out["reusePromptCache"] = True
+        if not self.fallback_summary:
+            out["fallbackSummary"] = False
+        if self.summary_timeout_ms != DEFAULT_SUMMARY_TIMEOUT_MS:
+            out["summaryTimeoutMs"] = self.summary_timeout_ms
         return out
 
     @classmethod
@@ -107,6 +120,8 @@ class CompactionSettings:
             calibrate_tokens=bool(value.get("calibrateTokens", default.calibrate_tokens)),
             loop_guard=bool(value.get("loopGuard", default.loop_guard)),
             reuse_prompt_cache=bool(value.get("reusePromptCache", default.reuse_prompt_cache)),
+            fallback_summary=bool(value.get("fallbackSummary", default.fallback_summary)),
+            summary_timeout_ms=_as_int(value.get("summaryTimeoutMs", default.summary_timeout_ms)),
         )
 
 
@@ -169,11 +184,13 @@ def _check_model_ref(container: Mapping[str, Any], source: str, prefix: str) -> 
 
 
 def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> None:
-    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard", "reusePromptCache"):
+    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard", "reusePromptCache",
+                 "fallbackSummary"):
         _check_bool(section, name, source, prefix)
     _check_int(section, "reserveTokens", source, prefix)
     _check_int(section, "keepRecentTokens", source, prefix)
     _check_int(section, "backgroundTokens", source, prefix)
+    _check_int(section, "summaryTimeoutMs", source, prefix)
     _check_model_ref(section, source, prefix)
     overrides = section.get("modelOverrides")
     if overrides is None:
@@ -187,6 +204,7 @@ def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> N
         _check_int(entry, "reserveTokens", source, where)
         _check_int(entry, "keepRecentTokens", source, where)
         _check_int(entry, "backgroundTokens", source, where)
+        _check_int(entry, "summaryTimeoutMs", source, where)
         _check_model_ref(entry, source, where)
 
 
@@ -289,6 +307,8 @@ class Settings:
             calibrate_tokens=bool(section.get("calibrateTokens", False)),
             loop_guard=True if loop_guard is None else bool(loop_guard),
             reuse_prompt_cache=bool(section.get("reusePromptCache", False)),
+            fallback_summary=bool(section.get("fallbackSummary", True)),
+            summary_timeout_ms=pick("summaryTimeoutMs", default.summary_timeout_ms),
         )
 
     def branch_summary(self) -> BranchSummarySettings:

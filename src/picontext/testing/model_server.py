@@ -241,6 +241,23 @@ def overloaded() -> HttpError:
     return HttpError(529, None, (), "overloaded")
 
 
+def describe_step(step: Step) -> str:
+    """A step in a few words (a repr of a step holds every frame and can run to kilobytes)."""
+    if isinstance(step, HttpError):
+        return f"http {step.status} ({step.kind})"
+    if step.raw_frames is not None:
+        return f"raw stream of {len(step.raw_frames)} frames"
+    parts = []
+    for block in step.blocks:
+        if block.kind == "tool_call":
+            parts.append(f"tool_call {block.name}")
+        else:
+            flat = " ".join(block.text.split())
+            parts.append(f"{block.kind} {flat[:30]!r}{'…' if len(flat) > 30 else ''}")
+    held = " held" if step.hold_event is not None else ""
+    return f"reply[{', '.join(parts) or 'empty'}]{held}"
+
+
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
@@ -793,9 +810,10 @@ class ScriptedModelServer:
                     f"ScriptedModelServer got {len(self.unexpected)} unexpected request(s): {listed}"
                 )
             if self._steps:
-                raise AssertionError(
-                    f"ScriptedModelServer: {len(self._steps)} scripted step(s) never requested: {self._steps!r}"
-                )
+                shown = "; ".join(describe_step(step) for step in self._steps[:5])
+                more = f"; and {len(self._steps) - 5} more" if len(self._steps) > 5 else ""
+                raise AssertionError(f"ScriptedModelServer: {len(self._steps)} scripted step(s) never requested "
+                                     f"({len(self.requests)} requests arrived): {shown}{more}")
 
     def model(
         self,

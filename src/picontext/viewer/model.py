@@ -21,6 +21,7 @@ from typing import Any
 from picontext import _json
 from picontext._gc import gc_paused
 from picontext.ai.models import ModelCatalog, default_catalog
+from picontext.compaction.records import FAILURE_TYPE, failure_line, failure_records
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import PicontextError
@@ -68,6 +69,8 @@ def entry_preview(entry: Any) -> str:
         return _short(f"label {entry.get('targetId')} = {entry.get('label', '(cleared)')}")
     if kind == "session_info":
         return _short(f"name = {entry.get('name')}")
+    if kind == "custom" and entry.get("customType") == FAILURE_TYPE:
+        return _short(f"compaction failed · {failure_line(failure_records([entry])[0])}")
     if kind == "custom":
         return _short(f"custom [{entry.get('customType')}]")
     if kind == "usage":
@@ -76,6 +79,17 @@ def entry_preview(entry: Any) -> str:
         return _short(f"usage [{entry.get('kind')}] {entry.get('provider')}/{entry.get('model')}: "
                       f"{usage.get('totalTokens')} tokens")
     return _short(f"{kind} (unknown type)")
+
+
+def _role(entry: Any) -> str:
+    """A message's role; "compactionFailed" marks a failed summary attempt's record, which the tree
+    shows among the conversation (other custom entries are settings, hidden by default)."""
+    kind = field_of(entry, "type")
+    if kind == "message":
+        return str(field_of(field_of(entry, "message"), "role") or "")
+    if kind == "custom" and field_of(entry, "customType") == FAILURE_TYPE:
+        return "compactionFailed"
+    return ""
 
 
 def _flags(entry: Any) -> int:
@@ -206,8 +220,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
         "name": manager.get_session_name(),
         "ids": ids,
         "kinds": _codes([str(field_of(e, "type")) for e in entries]),
-        "roles": _codes([str(field_of(field_of(e, "message"), "role") or "") if field_of(e, "type") == "message"
-                         else "" for e in entries]),
+        "roles": _codes([_role(e) for e in entries]),
         "flags": [_flags(e) for e in entries],
         "previews": [previews[i] if i in previews else entry_preview(e) for i, e in enumerate(entries)],
         "order": order,

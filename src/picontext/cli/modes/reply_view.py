@@ -262,8 +262,10 @@ class ReplyView:
             numbers = f": {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
                 else ""
             again = "; retrying the request" if event.get("willRetry") else ""
+            notice = f" ({event['notice']})" if event.get("notice") else ""
             keys = " · Ctrl+O shows the summary" if self.hints else ""
-            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again}{keys}", "bold magenta")
+            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{notice}{again}{keys}",
+                      "bold magenta" if not notice else "bold yellow")
             if isinstance(result.get("summary"), str):
                 self.last_output = ("compaction summary", result["summary"])
 

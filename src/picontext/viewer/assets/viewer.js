@@ -26,7 +26,10 @@
     if (!parsed.has(i)) { var v; try { v = JSON.parse(LINES[i]); } catch (e) { v = null; } parsed.set(i, v); }
     return parsed.get(i);
   }
-  function kindOf(i) { return D.kinds[i] === 'message' ? (D.roles[i] || 'message') : D.kinds[i]; }
+  function kindOf(i) {
+    if (D.kinds[i] === 'custom' && D.roles[i] === 'compactionFailed') return 'compaction_failed';
+    return D.kinds[i] === 'message' ? (D.roles[i] || 'message') : D.kinds[i];
+  }
 
   // ---------------------------------------------------------------- data
   // base64(gzip(utf-8)) -> text, with the browser's own inflater.
@@ -76,6 +79,7 @@
   function passes(i) {
     if (i === D.leaf) return true;
     var kind = D.kinds[i], role = D.roles[i], filter = S.filter;
+    if (kind === 'custom' && role === 'compactionFailed') kind = 'compaction_failed';  // shown with the conversation
     // Pi hides assistant turns made of tool calls only (unless they failed); "all" shows them.
     if (filter !== 'all' && (D.flags[i] & 3) === 1) return false;
     var ok;
@@ -129,7 +133,8 @@
     if (st) row.classList.add(WHY[st[1]]);
     if (i === S.selected) row.classList.add('sel');
     if (D.prefix[k]) add(row, el('span', 'pre', D.prefix[k]));
-    var known = { user: 1, assistant: 1, toolResult: 1, bashExecution: 1, compaction: 1, branch_summary: 1, context_edit: 1 };
+    var known = { user: 1, assistant: 1, toolResult: 1, bashExecution: 1, compaction: 1, branch_summary: 1, context_edit: 1,
+                  compaction_failed: 1 };
     add(row, el('span', 'who ' + (known[kind] ? 'k-' + kind : 'k-other'), kind));
     if (i === D.leaf) add(row, el('span', 'badge leaf', 'leaf'));
     if (labelOf.has(i)) add(row, el('span', 'badge label', labelOf.get(i)));
