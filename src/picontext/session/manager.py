@@ -25,6 +25,7 @@ import os
 import re
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from msgspec import UNSET
@@ -38,21 +39,35 @@ from picontext.errors import (
     InvalidSessionId,
     NotEditable,
     NotOnActiveBranch,
+    SessionError,
     SessionFormatError,
+    SessionWriteError,
     StaleSessionError,
+    WriteOutcomeUnknown,
 )
 from picontext.session import paths
-from picontext.session.index import EntryIndex, key_of
+from picontext.session.index import EntryIndex, id_of, key_of
 from picontext.session.live import LiveProjection
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection, field_of, message_role
-from picontext.session.protocol import LoadResult, SessionStore
-from picontext.session.store import JsonlSessionStore
+from picontext.session.protocol import LoadResult, SessionStore, Tail
+from picontext.session.store import JsonlSessionStore, RawLine
 from picontext.session.system_prompt import get_current_system_message
 from picontext.session.tree import BranchView, TreeNode, build_tree, path_to
 from picontext.session.writer import APP_NAME, SessionWriter
 
 Warn = Callable[[str], None]
+# An appended entry, the leaf before it and the index snapshot before it: what `_undo` needs.
+Record = tuple[dict[str, Any], LeafArg, tuple[Any, ...]]
+
+
+@dataclass(slots=True)
+class _Unconfirmed:
+    """Entries written whose storage has not confirmed them yet (the appends of a writer section
+    until its end, a write whose answer was lost) and the tail the store had before them."""
+
+    start: Tail | None
+    records: list[Record] = field(default_factory=list)
 
 
 def stderr_warn(message: str) -> None:
@@ -94,7 +109,9 @@ class SessionManager:
         self._writer = SessionWriter(self._warn)
         self._leaf: LeafArg = None
         self._live = LiveProjection()
-        self._batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] | None = None  # see batch()
+        self._batch: list[Record] | None = None  # see batch()
+        self._section_writes: _Unconfirmed | None = None  # appends of the writer section in progress
+        self._unsettled: _Unconfirmed | None = None  # written, not confirmed: settled before the next write
         if persist and self._session_dir:
             paths.ensure_dir(self._session_dir)
         with gc_paused():
@@ -253,6 +270,7 @@ class SessionManager:
             self._writer.pending_upgrade = version
 
     def _set_file_entries(self, file_entries: list[Any]) -> None:
+        self._leave_unsettled()
         self._index.load(file_entries)
         last_id = self._index.last_id()
         self._leaf = LAST if last_id is UNSET else last_id
@@ -421,14 +439,202 @@ class SessionManager:
         read needs; entering raises the same. Not strict: such appends are taken in first (see
         `_append`).
         """
-        with self._writer.exclusive(strict=strict):
+        with self._section(self._writer.exclusive(strict=strict)):
             yield
 
     @contextlib.asynccontextmanager
     async def aexclusive(self, *, strict: bool = True) -> AsyncIterator[None]:
         """`exclusive()` for asyncio: waiting for another writer never blocks the event loop."""
-        async with self._writer.aexclusive(strict=strict):
+        async with self._asection(self._writer.aexclusive(strict=strict)):
             yield
+
+    # ------------------------------------------------------------------ unconfirmed writes
+    #
+    # A database commits a writer section's appends when the section ends; if the connection
+    # breaks while COMMIT's answer is awaited, they may or may not be stored, and the same holds
+    # for any write whose answer was lost. Such entries are never left to chance: storage is read
+    # (from the tail before them) and decides. Stored: nothing to do. Not stored: they are
+    # appended again, same ids, after whatever others appended meanwhile. Storage unreadable:
+    # they stay in memory, unconfirmed, and this is done before the next write, so no later entry
+    # is ever appended after (or as a child of) an entry that is not stored (docs/storage.md).
+
+    @contextlib.contextmanager
+    def _section(self, section: contextlib.AbstractContextManager[Any]) -> Iterator[None]:
+        """Run a writer section of the store; if it ends with an error after appends, settle them."""
+        if self._section_writes is not None:  # nested: the outermost section answers for the appends
+            with section:
+                yield
+            return
+        self._settle()
+        writes = self._section_writes = _Unconfirmed(None)
+        body_failed = False
+        try:
+            with section:
+                try:
+                    yield
+                except BaseException:
+                    body_failed = True
+                    raise
+        except BaseException as exc:
+            if not self._section_failed(writes, exc):
+                raise
+            self._settle()
+            if body_failed:
+                raise
+        finally:
+            self._section_writes = None
+
+    @contextlib.asynccontextmanager
+    async def _asection(self, section: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIterator[None]:
+        """`_section` for an asyncio writer section."""
+        if self._section_writes is not None:
+            async with section:
+                yield
+            return
+        await self._asettle()
+        writes = self._section_writes = _Unconfirmed(None)
+        body_failed = False
+        try:
+            async with section:
+                try:
+                    yield
+                except BaseException:
+                    body_failed = True
+                    raise
+        except BaseException as exc:
+            if not self._section_failed(writes, exc):
+                raise
+            await self._asettle()
+            if body_failed:
+                raise
+        finally:
+            self._section_writes = None
+
+    def _section_failed(self, writes: _Unconfirmed, exc: BaseException) -> bool:
+        """A section ended with `exc`: whether its appends are to be settled now."""
+        self._section_writes = None
+        if not writes.records:
+            return False
+        self._unsettled = writes
+        return isinstance(exc, Exception)  # interrupted (Ctrl+C, cancelled): at the next write
+
+    def _note_written(self, before: Tail | None, records: list[Record]) -> None:
+        writes = self._section_writes
+        if writes is not None:
+            if not writes.records:
+                writes.start = before
+            writes.records.extend(records)
+
+    def _write_failed(self, exc: BaseException, before: Tail | None, flushed: bool, records: list[Record]) -> None:
+        """A write of `records` (already in memory) raised `exc`: take them back, unless it may
+        have been stored; then they stay and are settled before the next write. (A first write,
+        the session's create, needs no more: the session is still unwritten, and the next write
+        creates it or joins what was stored, SessionWriter._join.)"""
+        if isinstance(exc, WriteOutcomeUnknown):
+            if flushed:
+                self._unsettled = _Unconfirmed(before, records)
+            return
+        self._undo(records)
+
+    def _settle(self) -> None:
+        """Decide what became of unconfirmed writes (see above); raises if storage cannot tell."""
+        pending = self._unsettled
+        if pending is None:
+            return
+        again: _Unconfirmed | None = None
+        checked = False
+        try:
+            with self._writer.exclusive(strict=False):
+                again = self._reconcile(pending)
+                checked = True
+        except Exception as exc:
+            if not checked or again is not None:
+                raise self._unconfirmed_error(exc) from exc
+        self._settled(again)
+
+    async def _asettle(self) -> None:
+        """`_settle` in an asyncio writer section."""
+        pending = self._unsettled
+        if pending is None:
+            return
+        again: _Unconfirmed | None = None
+        checked = False
+        try:
+            async with self._writer.aexclusive(strict=False):
+                again = self._reconcile(pending)
+                checked = True
+        except Exception as exc:
+            if not checked or again is not None:
+                raise self._unconfirmed_error(exc) from exc
+        self._settled(again)
+
+    def _settled(self, again: _Unconfirmed | None) -> None:
+        self._unsettled = None
+        if again is not None:
+            assert self._writer.store is not None
+            self._warn(f"the connection to {self._writer.store.location} broke before {len(again.records)} "
+                       "entries were stored; they were stored again")
+
+    def _reconcile(self, pending: _Unconfirmed) -> _Unconfirmed | None:
+        """In a writer section: read what was stored after `pending.start` and make memory agree.
+        Returns the entries written again (confirmed when the section ends), or None."""
+        store = self._writer.store
+        assert store is not None
+        delta = store.read_since(pending.start, lazy=True) if pending.start is not None else None
+        ids = [id_of(entry) for entry, _leaf, _snapshot in pending.records]
+        if delta is None:  # replaced or truncated meanwhile: nothing to continue from
+            self._undo(pending.records)
+            self._unsettled = None
+            self._warn(f"{store.location} was replaced while {len(ids)} entries written to it were unconfirmed; "
+                       "they were dropped from this session: reopen it to see what it holds")
+            return None
+        stored = [e for e in delta.entries if type(e) is RawLine or field_of(e, "type") != "session"]
+        stored_ids = [id_of(e) for e in stored]
+        if stored_ids[: len(ids)] == ids:  # they were stored (a section's appends are contiguous)
+            self._unsettled = None
+            self._take_in(stored[len(ids):], delta.tail)
+            return None
+        # Not stored: the same entries again, after what others appended meanwhile (file order).
+        leaf = self._leaf
+        self._undo(pending.records)
+        self._take_in(stored, delta.tail)
+        again = _Unconfirmed(delta.tail)
+        for entry, _leaf, _snapshot in pending.records:
+            again.records.append((entry, self._leaf, self._index.snapshot()))
+            self._add(entry)
+        if leaf is LAST or leaf in self._index:
+            self._move_leaf(leaf)
+        self._unsettled = again
+        self._writer.persist([entry for entry, _leaf, _snapshot in again.records], self._index)
+        return again
+
+    def _take_in(self, entries: list[Any], tail: Tail | None) -> None:
+        """Entries another writer stored after ours: indexed in file order, the leaf stays."""
+        for entry in entries:
+            self._index.add(entry)
+        self._writer.tail = tail
+        if entries:
+            assert self._writer.store is not None
+            self._warn(f"{len(entries)} entries were appended to {self._writer.store.location} by another writer; "
+                       "they stay on their own branch and this session continues from its leaf")
+
+    def _unconfirmed_error(self, exc: Exception) -> SessionWriteError:
+        left = self._unsettled
+        count = len(left.records) if left is not None else 0
+        return SessionWriteError(
+            f"Cannot confirm that the last {count} entries of session {self.get_session_id()} were stored ({exc}); "
+            "they stay in this session and are checked, and stored again if missing, before its next write")
+
+    def _leave_unsettled(self) -> None:
+        """Before this manager moves to another session: settle what is unconfirmed, or say so."""
+        if self._unsettled is None:
+            return
+        count = len(self._unsettled.records)
+        try:
+            self._settle()
+        except SessionError as exc:
+            self._warn(f"{count} entries of session {self.get_session_id()} may not be stored: {exc.__cause__ or exc}")
+        self._unsettled = None
 
     # ------------------------------------------------------------------ appends
 
@@ -454,7 +660,7 @@ class SessionManager:
         except StaleSessionError:
             if self._writer.strict or self._writer.store is None:
                 raise
-            with self._writer.catching_up(self._index):
+            with self._section(self._writer.catching_up(self._index)):
                 return self._append_once(entry)
 
     def _append_once(self, entry: dict[str, Any]) -> dict[str, Any]:
@@ -463,14 +669,17 @@ class SessionManager:
             self._batch.append((entry, self._leaf, self._index.snapshot()))
             self._add(entry)
             return entry
-        previous_leaf = self._leaf
-        snapshot = self._index.snapshot()
+        self._settle()
+        record = (entry, self._leaf, self._index.snapshot())
+        before, flushed = self._writer.tail, self._writer.flushed
         self._add(entry)
         try:
             self._writer.persist([entry], self._index)
-        except BaseException:
-            self._undo([(entry, previous_leaf, snapshot)])
+        except BaseException as exc:
+            self._write_failed(exc, before, flushed, [record])
             raise
+        if flushed:
+            self._note_written(before, [record])
         return entry
 
     def _add(self, entry: dict[str, Any]) -> None:
@@ -482,7 +691,7 @@ class SessionManager:
         else:
             self._live.invalidate()
 
-    def _undo(self, added: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]]) -> None:
+    def _undo(self, added: list[Record]) -> None:
         for _entry, previous_leaf, snapshot in reversed(added):
             self._index.undo_add(snapshot)
             self._leaf = previous_leaf
@@ -495,7 +704,8 @@ class SessionManager:
         if self._batch is not None:
             yield
             return
-        batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] = []
+        self._settle()
+        batch: list[Record] = []
         self._batch = batch
         try:
             yield
@@ -507,6 +717,7 @@ class SessionManager:
         if not batch:
             return
         entries = [entry for entry, _leaf, _snapshot in batch]
+        before, flushed = self._writer.tail, self._writer.flushed
         try:
             self._writer.persist(entries, self._index)
         except StaleSessionError:
@@ -514,12 +725,15 @@ class SessionManager:
                 self._undo(batch)
                 raise
             self._undo(batch)
-            with self._writer.catching_up(self._index), self.batch():
+            with self._section(self._writer.catching_up(self._index)), self.batch():
                 for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
                     self._append_once(entry)
-        except BaseException:
-            self._undo(batch)
+        except BaseException as exc:
+            self._write_failed(exc, before, flushed, batch)
             raise
+        else:
+            if flushed:
+                self._note_written(before, batch)
 
     def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
         """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""

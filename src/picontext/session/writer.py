@@ -19,8 +19,8 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from picontext.errors import SessionFormatError, SessionWriteError, StaleSessionError
-from picontext.session.index import EntryIndex
+from picontext.errors import SessionFormatError, SessionWriteError, StaleSessionError, WriteOutcomeUnknown
+from picontext.session.index import EntryIndex, id_of
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import field_of
 from picontext.session.protocol import SessionStore, Tail
@@ -66,14 +66,35 @@ class SessionWriter:
             try:
                 self.tail = store.create(index.file_entries)
             except FileExistsError:
-                # Another process created the same new file first (two `-p --session NEW` runs at
-                # once). Keep both conversations: ours joins the file as a second root of its tree.
-                body = [e for e in index.file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-                self.tail = store.append(body)
+                self.tail = self._join(store, index)
             self.flushed = True
             self.pending_upgrade = None
         else:
             self._write(store, entries, index)
+
+    def _join(self, store: SessionStore, index: EntryIndex) -> Tail:
+        """`create` found the session already stored. Either another process created the same
+        new session first (two `-p --session NEW` runs at once): ours joins it as a second root
+        of its tree; or it is our own create, whose answer was lost (a broken connection at
+        COMMIT, a failed directory fsync after the link) although it was stored. Either way only
+        the entries whose ids are not stored yet are appended, after the tail just read, so no
+        entry is ever stored twice."""
+        for _attempt in range(5):
+            current = store.load(lazy=True)
+            stored = {id_of(e) for e in current.entries}
+            stored.discard(None)
+            missing = [e for e in index.file_entries
+                       if field_of(e, "type") != "session" and id_of(e) not in stored]
+            if not missing:
+                if current.tail is None:
+                    raise SessionWriteError(f"Session disappeared: {store.location}", missing=True)
+                return current.tail
+            try:
+                return store.append(missing, expect=current.tail)
+            except StaleSessionError:
+                continue  # somebody appended between the read and the append: read again
+        raise StaleSessionError(f"{store.location} keeps changing while this session joins it; nothing was "
+                                "appended: retry")
 
     def write_whole(self, index: EntryIndex) -> None:
         """Write the session as a new file now (used for a session that exists as a file)."""
@@ -106,24 +127,39 @@ class SessionWriter:
         since we loaded are kept; v1 ids are deterministic, so they match ours.
         """
         version = self.pending_upgrade
-        with store.writer():
-            current = store.load()
-            if not current.valid:
-                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.location}",
-                                         path=store.location)
-            if file_version(current.entries) >= CURRENT_SESSION_VERSION:
-                upgraded = None  # somebody upgraded it meanwhile
-            else:
-                migrate_to_current(current.entries)
-                upgraded = current.entries + entries
-            if upgraded is not None:
-                suffix = f".v{int(version) if version is not None and version == version else 'x'}.bak"
-                self.tail = store.replace(upgraded, backup_suffix=suffix)
-                self._warn(f"upgraded {store.location} to format v{CURRENT_SESSION_VERSION}; original kept as "
-                           f"{os.path.basename(store.location)}{suffix}")
-            else:
-                self.tail = store.append(entries)
+        upgraded: list[Any] | None = None
+        try:
+            with store.writer():
+                current = store.load()
+                if not current.valid:
+                    raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.location}",
+                                             path=store.location)
+                if file_version(current.entries) < CURRENT_SESSION_VERSION:
+                    migrate_to_current(current.entries)
+                    upgraded = current.entries + entries
+                    suffix = f".v{int(version) if version is not None and version == version else 'x'}.bak"
+                    self.tail = store.replace(upgraded, backup_suffix=suffix)
+                    self._warn(f"upgraded {store.location} to format v{CURRENT_SESSION_VERSION}; original kept as "
+                               f"{os.path.basename(store.location)}{suffix}")
+                else:  # somebody upgraded it meanwhile
+                    self.tail = store.append(entries)
+        except WriteOutcomeUnknown:
+            # The section's end was lost: stored if the log is now current and ends with ours.
+            if not self._stored_last(store, entries):
+                raise SessionWriteError(f"Lost the connection to {store.location} while upgrading it; the upgrade "
+                                        "and the new entries were not stored") from None
         self.pending_upgrade = None
+
+    def _stored_last(self, store: SessionStore, entries: list[Any]) -> bool:
+        """Whether the stored log is of the current version and ends with `entries` (by id); sets
+        the tail to it when it does."""
+        current = store.load(lazy=True)
+        tail_ids = [id_of(e) for e in current.entries[-len(entries):]] if entries else []
+        if not current.valid or file_version(current.entries) < CURRENT_SESSION_VERSION \
+                or tail_ids != [id_of(e) for e in entries]:
+            return False
+        self.tail = current.tail
+        return True
 
     # ------------------------------------------------------------------ other writers
 
