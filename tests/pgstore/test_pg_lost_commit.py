@@ -6,6 +6,8 @@ manager's memory agree: every entry stored once, no parent missing, the whole hi
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from picontext.session.manager import SessionManager
 from picontext.session.postgres import PgSessionStore, database, store_factory
 from picontext.session.postgres.database import close_all
 from picontext.session.postgres.listing import list_sessions
+from picontext.session.postgres.transfer import import_bytes
 from picontext.testing import ScriptedModelServer, text
 from picontext.testing.pgproxy import FaultProxy
 
@@ -242,3 +245,56 @@ def test_print_mode_loses_no_reply_to_a_lost_commit(proxy: FaultProxy, pg_url: s
             for m in SessionManager.open(info.id, store_factory=store_factory(pg_url)).build_session_context()[
                 "messages"] if m["role"] in ("user", "assistant")]
     assert said == ["q1", "A1", "q2", "A2", "q3", "A3", "q4", "A4"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("reachable", [True, False], ids=["retried", "unreachable"])
+def test_a_single_append_whose_answer_is_lost_is_stored_once(proxy: FaultProxy, pg_url: str, tmp_path: Path,
+                                                             fault: str, reachable: bool) -> None:
+    """Outside a section an append is one statement on an autocommit connection (it commits at its
+    Sync). Lost: retried once on a fresh connection, the tail check telling whether the first
+    attempt committed; if even that cannot run, the entry is kept and settled before the next write."""
+    manager = _manager(proxy.url_for(pg_url), tmp_path, [])
+    manager.append_message(_user("q1", 1))
+    manager.append_message(_reply("a1", 2))
+    proxy.arm(fault, sql="picontext_append")  # type: ignore[arg-type]
+    if reachable:
+        manager.append_message(_user("q2", 3))
+    else:
+        proxy.refusing.set()
+        with pytest.raises(SessionWriteError) as info:
+            manager.append_message(_user("q2", 3))
+        assert str(info.value).startswith(f"Cannot confirm that the last 1 entries of session "
+                                          f"{manager.get_session_id()} were stored (connection failed: ")
+        assert str(info.value).endswith("they stay in this session and are checked, and stored again if missing, "
+                                        "before its next write")
+        proxy.refusing.clear()
+    assert proxy.fired.is_set()
+    manager.append_message(_reply("a2", 4))
+    check_stored(pg_url, manager, ["q1", "a1", "q2", "a2"])
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("in_section", [True, False], ids=["agent-section", "own-section"])
+def test_a_lost_commit_of_a_legacy_sessions_first_append_upgrades_it_once(proxy: FaultProxy, pg_url: str,
+                                                                         fault: str, in_section: bool) -> None:
+    """A v1 session is upgraded (replaced as v3, the original kept) at its first append, in a
+    writer section (the caller's, or its own): the lost COMMIT takes the upgrade with it, or not;
+    either way it ends upgraded once, the new entry stored once."""
+    lines = [{"type": "session", "id": "legacy-1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/p"},
+             {"type": "message", "timestamp": "2025-01-01T00:00:01.000Z",
+              "message": {"role": "user", "content": "q1", "timestamp": 1}},
+             {"type": "message", "timestamp": "2025-01-01T00:00:02.000Z",
+              "message": {"role": "assistant", "content": [{"type": "text", "text": "a1"}], "timestamp": 2}}]
+    original = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    import_bytes(database(pg_url), original, source="legacy.jsonl")
+    manager = SessionManager.open("legacy-1", store_factory=store_factory(proxy.url_for(pg_url)), warn=[].append)
+    proxy.arm(fault)  # type: ignore[arg-type]
+    with manager.exclusive(strict=False) if in_section else contextlib.nullcontext():
+        manager.append_message(_user("q2", 3))
+    assert proxy.fired.is_set()
+    manager.append_message(_reply("a2", 4))
+    check_stored(pg_url, manager, ["q1", "a1", "q2", "a2"])
+    stored = PgSessionStore(pg_url, "legacy-1")
+    assert stored.load().entries[0]["version"] == 3
+    assert stored.backup(".v1.bak") == original

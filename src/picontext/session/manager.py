@@ -68,6 +68,7 @@ class _Unconfirmed:
 
     start: Tail | None
     records: list[Record] = field(default_factory=list)
+    upgrade: float | None = None  # the legacy version the first of them was to upgrade from
 
 
 def stderr_warn(message: str) -> None:
@@ -518,23 +519,32 @@ class SessionManager:
         self._unsettled = writes
         return isinstance(exc, Exception)  # interrupted (Ctrl+C, cancelled): at the next write
 
-    def _note_written(self, before: Tail | None, records: list[Record]) -> None:
+    def _before_write(self, records: list[Record]) -> tuple[_Unconfirmed, bool]:
+        """`records` as unconfirmed writes from the writer's position now, and whether the session
+        is written yet (the first write is its create)."""
+        return _Unconfirmed(self._writer.tail, records, self._writer.pending_upgrade), self._writer.flushed
+
+    def _note_written(self, written: _Unconfirmed) -> None:
         writes = self._section_writes
         if writes is not None:
             if not writes.records:
-                writes.start = before
-            writes.records.extend(records)
+                writes.start, writes.upgrade = written.start, written.upgrade
+            writes.records.extend(written.records)
 
-    def _write_failed(self, exc: BaseException, before: Tail | None, flushed: bool, records: list[Record]) -> None:
-        """A write of `records` (already in memory) raised `exc`: take them back, unless it may
-        have been stored; then they stay and are settled before the next write. (A first write,
-        the session's create, needs no more: the session is still unwritten, and the next write
-        creates it or joins what was stored, SessionWriter._join.)"""
-        if isinstance(exc, WriteOutcomeUnknown):
-            if flushed:
-                self._unsettled = _Unconfirmed(before, records)
-            return
-        self._undo(records)
+    def _write_failed(self, exc: BaseException, written: _Unconfirmed, flushed: bool) -> bool:
+        """A write of entries already in memory raised `exc`: take them back, unless it may have
+        been stored; then they stay and are settled at once, or (storage unreadable: raises)
+        before the next write. Returns True when settled. (A first write, the session's create,
+        needs no more: the session stays unwritten, and its next write creates it or joins what
+        was stored, SessionWriter._join.)"""
+        if not isinstance(exc, WriteOutcomeUnknown):
+            self._undo(written.records)
+            return False
+        if not flushed:
+            return False
+        self._unsettled = written
+        self._settle()
+        return True
 
     def _settle(self) -> None:
         """Decide what became of unconfirmed writes (see above); raises if storage cannot tell."""
@@ -548,8 +558,7 @@ class SessionManager:
                 again = self._reconcile(pending)
                 checked = True
         except Exception as exc:
-            if not checked or again is not None:
-                raise self._unconfirmed_error(exc) from exc
+            self._settle_failed(exc, checked, again)
         self._settled(again)
 
     async def _asettle(self) -> None:
@@ -564,9 +573,17 @@ class SessionManager:
                 again = self._reconcile(pending)
                 checked = True
         except Exception as exc:
-            if not checked or again is not None:
-                raise self._unconfirmed_error(exc) from exc
+            self._settle_failed(exc, checked, again)
         self._settled(again)
+
+    def _settle_failed(self, exc: Exception, checked: bool, again: _Unconfirmed | None) -> None:
+        """After `_settle`'s section failed: fine if the store had confirmed the entries and only
+        the end of that (read-only) section failed; otherwise they are still unconfirmed."""
+        if checked and again is None:
+            return
+        if self._unsettled is None:  # given up on (their log was replaced): the error says why
+            raise exc
+        raise self._unconfirmed_error(exc) from exc
 
     def _settled(self, again: _Unconfirmed | None) -> None:
         self._unsettled = None
@@ -581,24 +598,53 @@ class SessionManager:
         store = self._writer.store
         assert store is not None
         delta = store.read_since(pending.start, lazy=True) if pending.start is not None else None
+        if delta is None:
+            return self._reconcile_replaced(pending)
         ids = [id_of(entry) for entry, _leaf, _snapshot in pending.records]
-        if delta is None:  # replaced or truncated meanwhile: nothing to continue from
-            self._undo(pending.records)
-            self._unsettled = None
-            self._warn(f"{store.location} was replaced while {len(ids)} entries written to it were unconfirmed; "
-                       "they were dropped from this session: reopen it to see what it holds")
-            return None
         stored = [e for e in delta.entries if type(e) is RawLine or field_of(e, "type") != "session"]
         stored_ids = [id_of(e) for e in stored]
         if stored_ids[: len(ids)] == ids:  # they were stored (a section's appends are contiguous)
             self._unsettled = None
             self._take_in(stored[len(ids):], delta.tail)
             return None
-        # Not stored: the same entries again, after what others appended meanwhile (file order).
+        # Not stored: the same entries again, after what others appended meanwhile (file order);
+        # a legacy upgrade made with them was not stored either.
         leaf = self._leaf
         self._undo(pending.records)
         self._take_in(stored, delta.tail)
-        again = _Unconfirmed(delta.tail)
+        if pending.upgrade is not None:
+            self._writer.pending_upgrade = pending.upgrade
+        return self._write_again(pending, leaf)
+
+    def _reconcile_replaced(self, pending: _Unconfirmed) -> _Unconfirmed | None:
+        """The log was replaced since `pending.start`: by the unconfirmed writes themselves (a
+        legacy log is upgraded at its first append) or by another program. Decided on the whole
+        log, by id; a legacy log that is still legacy is upgraded again by the next append."""
+        store = self._writer.store
+        assert store is not None
+        current = store.load(lazy=True)
+        stored = {id_of(e) for e in current.entries}
+        ids = [id_of(entry) for entry, _leaf, _snapshot in pending.records]
+        legacy = current.valid and file_version(current.entries) < CURRENT_SESSION_VERSION
+        self._writer.pending_upgrade = file_version(current.entries) if legacy else None
+        self._writer.tail = current.tail
+        if all(i in stored for i in ids):
+            self._unsettled = None
+            return None
+        leaf = self._leaf
+        parent = field_of(pending.records[0][0], "parentId")
+        self._undo(pending.records)
+        if parent and parent not in stored:
+            self._unsettled = None
+            raise SessionWriteError(f"{store.location} was replaced while {len(ids)} entries written to it were "
+                                    "unconfirmed, and no longer holds what they continue: they were dropped from this "
+                                    "session; reopen it to see what it holds")
+        return self._write_again(pending, leaf)
+
+    def _write_again(self, pending: _Unconfirmed, leaf: LeafArg) -> _Unconfirmed:
+        """Append `pending`'s entries (taken back from memory) again, same ids and parents, at the
+        writer's tail; they are unconfirmed until the section around this ends well."""
+        again = _Unconfirmed(self._writer.tail)
         for entry, _leaf, _snapshot in pending.records:
             again.records.append((entry, self._leaf, self._index.snapshot()))
             self._add(entry)
@@ -619,11 +665,15 @@ class SessionManager:
                        "they stay on their own branch and this session continues from its leaf")
 
     def _unconfirmed_error(self, exc: Exception) -> SessionWriteError:
-        left = self._unsettled
-        count = len(left.records) if left is not None else 0
+        count = len(self._unsettled.records) if self._unsettled is not None else 0
+        root: BaseException = exc
+        while root.__cause__ is not None:  # the store's own reason, not the wording of each layer
+            root = root.__cause__
+        reason = str(root).strip().splitlines()[0] if str(root).strip() else type(root).__name__
         return SessionWriteError(
-            f"Cannot confirm that the last {count} entries of session {self.get_session_id()} were stored ({exc}); "
-            "they stay in this session and are checked, and stored again if missing, before its next write")
+            f"Cannot confirm that the last {count} entries of session {self.get_session_id()} were stored "
+            f"({reason}); they stay in this session and are checked, and stored again if missing, before its "
+            "next write")
 
     def _leave_unsettled(self) -> None:
         """Before this manager moves to another session: settle what is unconfirmed, or say so."""
@@ -670,16 +720,15 @@ class SessionManager:
             self._add(entry)
             return entry
         self._settle()
-        record = (entry, self._leaf, self._index.snapshot())
-        before, flushed = self._writer.tail, self._writer.flushed
+        written, flushed = self._before_write([(entry, self._leaf, self._index.snapshot())])
         self._add(entry)
         try:
             self._writer.persist([entry], self._index)
         except BaseException as exc:
-            self._write_failed(exc, before, flushed, [record])
-            raise
+            if not self._write_failed(exc, written, flushed):
+                raise
         if flushed:
-            self._note_written(before, [record])
+            self._note_written(written)
         return entry
 
     def _add(self, entry: dict[str, Any]) -> None:
@@ -717,7 +766,7 @@ class SessionManager:
         if not batch:
             return
         entries = [entry for entry, _leaf, _snapshot in batch]
-        before, flushed = self._writer.tail, self._writer.flushed
+        written, flushed = self._before_write(batch)
         try:
             self._writer.persist(entries, self._index)
         except StaleSessionError:
@@ -729,11 +778,10 @@ class SessionManager:
                 for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
                     self._append_once(entry)
         except BaseException as exc:
-            self._write_failed(exc, before, flushed, batch)
-            raise
-        else:
-            if flushed:
-                self._note_written(before, batch)
+            if not self._write_failed(exc, written, flushed):
+                raise
+        if flushed:
+            self._note_written(written)
 
     def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
         """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""

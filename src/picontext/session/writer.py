@@ -19,7 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from picontext.errors import SessionFormatError, SessionWriteError, StaleSessionError, WriteOutcomeUnknown
+from picontext.errors import SessionFormatError, SessionWriteError, StaleSessionError
 from picontext.session.index import EntryIndex, id_of
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import field_of
@@ -124,42 +124,29 @@ class SessionWriter:
         """First append to a legacy file: rewrite it as v3 atomically (original kept as backup).
 
         Done in the writer section from what is stored *now*, so lines another process appended
-        since we loaded are kept; v1 ids are deterministic, so they match ours.
+        since we loaded are kept; v1 ids are deterministic, so they match ours. (If the section's
+        end is lost, WriteOutcomeUnknown: the manager reads what was stored, and upgrades again
+        if the upgrade was not.)
         """
         version = self.pending_upgrade
-        upgraded: list[Any] | None = None
-        try:
-            with store.writer():
-                current = store.load()
-                if not current.valid:
-                    raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.location}",
-                                             path=store.location)
-                if file_version(current.entries) < CURRENT_SESSION_VERSION:
-                    migrate_to_current(current.entries)
-                    upgraded = current.entries + entries
-                    suffix = f".v{int(version) if version is not None and version == version else 'x'}.bak"
-                    self.tail = store.replace(upgraded, backup_suffix=suffix)
-                    self._warn(f"upgraded {store.location} to format v{CURRENT_SESSION_VERSION}; original kept as "
-                               f"{os.path.basename(store.location)}{suffix}")
-                else:  # somebody upgraded it meanwhile
-                    self.tail = store.append(entries)
-        except WriteOutcomeUnknown:
-            # The section's end was lost: stored if the log is now current and ends with ours.
-            if not self._stored_last(store, entries):
-                raise SessionWriteError(f"Lost the connection to {store.location} while upgrading it; the upgrade "
-                                        "and the new entries were not stored") from None
+        with store.writer():
+            current = store.load()
+            if not current.valid:
+                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.location}",
+                                         path=store.location)
+            if file_version(current.entries) >= CURRENT_SESSION_VERSION:
+                upgraded = None  # somebody upgraded it meanwhile
+            else:
+                migrate_to_current(current.entries)
+                upgraded = current.entries + entries
+            if upgraded is not None:
+                suffix = f".v{int(version) if version is not None and version == version else 'x'}.bak"
+                self.tail = store.replace(upgraded, backup_suffix=suffix)
+                self._warn(f"upgraded {store.location} to format v{CURRENT_SESSION_VERSION}; original kept as "
+                           f"{os.path.basename(store.location)}{suffix}")
+            else:
+                self.tail = store.append(entries)
         self.pending_upgrade = None
-
-    def _stored_last(self, store: SessionStore, entries: list[Any]) -> bool:
-        """Whether the stored log is of the current version and ends with `entries` (by id); sets
-        the tail to it when it does."""
-        current = store.load(lazy=True)
-        tail_ids = [id_of(e) for e in current.entries[-len(entries):]] if entries else []
-        if not current.valid or file_version(current.entries) < CURRENT_SESSION_VERSION \
-                or tail_ids != [id_of(e) for e in entries]:
-            return False
-        self.tail = current.tail
-        return True
 
     # ------------------------------------------------------------------ other writers
 

@@ -3,8 +3,10 @@ client does when the connection dies at the one moment a transaction's fate is d
 
 It forwards bytes both ways and reads the client's half of the wire protocol message by message
 (the untyped start-up messages first: SSLRequest, GSSENCRequest, StartupMessage; then typed
-messages). psycopg sends COMMIT as a simple query (`Q` "COMMIT"). When armed, the next COMMIT
-is lost in one of two ways:
+messages). psycopg sends COMMIT as a simple query (`Q` "COMMIT"), a statement with parameters in
+the extended protocol (`P`arse ... `S`ync; on an autocommit connection, its own transaction, which
+commits at the Sync). When armed, the next COMMIT (or the next statement containing `sql`, sent
+either way) is lost in one of two ways:
 
 - `"commit"` (the COMMIT is lost on its way): the proxy closes both sides instead of forwarding
   it; the server never receives it and rolls the transaction back;
@@ -45,6 +47,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._armed: Fault | None = None
         self._skip = 0
+        self._sql = b"COMMIT"
         self.fired = threading.Event()
         self.refusing = threading.Event()  # new connections are closed at once (a dead network)
         self.commits = 0  # COMMITs seen (forwarded or lost)
@@ -59,13 +62,23 @@ class FaultProxy:
         host = f"127.0.0.1:{self.port}"
         return urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
 
-    def arm(self, fault: Fault, *, after: int = 0) -> None:
+    def arm(self, fault: Fault, *, after: int = 0, sql: str = "COMMIT") -> None:
         """Lose a COMMIT (on any connection) the given way: the next one, or the one after
-        `after` more."""
+        `after` more; with `sql`, a statement whose text contains it instead."""
         with self._lock:
             self._armed = fault
             self._skip = after
+            self._sql = sql.encode().upper()
             self.fired.clear()
+
+    def _matches(self, kind: bytes, body: bytes) -> bool:
+        if kind == b"Q":
+            text = body.rstrip(b"\x00").strip().upper().rstrip(b";")
+        elif kind == b"P":  # name\0 query\0 ...
+            text = body.split(b"\x00", 2)[1].upper() if body.count(b"\x00") >= 2 else b""
+        else:
+            return False
+        return text == self._sql if self._sql == b"COMMIT" else self._sql in text
 
     def disarm(self) -> None:
         with self._lock:
@@ -152,10 +165,12 @@ class _Link:
                     if code not in _STARTUP_CODES and not started:
                         return
                     continue
-                head = _read(self.client, 5)
-                kind, length = head[:1], struct.unpack("!I", head[1:])[0]
-                body = _read(self.client, length - 4)
-                if kind == b"Q" and body.rstrip(b"\x00").strip().upper().rstrip(b";") == b"COMMIT":
+                message = self._message()
+                if self.proxy._matches(message[:1], message[5:]):
+                    last = message
+                    while last[:1] not in (b"S", b"Q"):  # a Parse: the statement runs (and commits) at Sync
+                        last = self._message()
+                        message += last
                     fault = self.proxy._take()
                     if fault == "commit":
                         self.proxy.fired.set()
@@ -163,12 +178,16 @@ class _Link:
                         return
                     if fault == "answer":
                         self.swallow.set()
-                self.server.sendall(head + body)
+                self.server.sendall(message)
         except OSError:
             pass
         finally:
             if not self.swallow.is_set():
                 self.close()
+
+    def _message(self) -> bytes:
+        head = _read(self.client, 5)
+        return head + _read(self.client, struct.unpack("!I", head[1:])[0] - 4)
 
     def server_to_client(self) -> None:
         try:

@@ -19,6 +19,7 @@ from picontext.errors import ConfigError, SessionError, SessionLockedError, Sess
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ConfigError("the PostgreSQL session store needs psycopg: pip install 'picontext[postgres]'") from exc
@@ -69,7 +70,9 @@ _TRANSIENT = ("connection refused", "timeout expired", "timed out", "no route to
               "the database system is starting up", "the database system is shutting down",
               "the database system is in recovery mode", "too many clients", "sorry, too many clients",
               "temporary failure in name resolution", "the database system is not yet accepting connections",
-              "the database system is not accepting connections")
+              "the database system is not accepting connections", "is not currently accepting connections",
+              "connection is closed", "connection is lost",
+              "consuming input failed", "sending query failed", "ssl syscall error", "eof detected")
 
 
 def transient(exc: BaseException) -> bool:
@@ -107,6 +110,10 @@ class Database:
     def __init__(self, url: str, *, timeout: float | None = None, max_size: int = 8) -> None:
         self.url = url
         self.display = redact(url)
+        try:
+            conninfo_to_dict(url)  # a malformed URL is refused here, not reported as "unreachable"
+        except psycopg.Error as exc:
+            raise ConfigError(f"invalid session database URL {self.display}: {self.reason(exc)}") from None
         self.timeout = default_timeout() if timeout is None else timeout
         self.max_size = max_size
         self._last_used: dict[int, float] = {}
@@ -115,8 +122,25 @@ class Database:
         self._lock = threading.Lock()
 
     def _new_pool(self) -> ConnectionPool:
+        self._connect_error: BaseException | None = None
+        database = self
+
+        class Recording(psycopg.Connection):
+            """Connections that tell the Database why one could not be made (the pool connects
+            in its own threads and only logs it): a waiter then reports it instead of waiting."""
+
+            @classmethod
+            def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+                try:
+                    conn = super().connect(conninfo, **kwargs)
+                except psycopg.Error as exc:
+                    database._connect_error = exc
+                    raise
+                database._connect_error = None
+                return conn
+
         return ConnectionPool(self.url, min_size=0, max_size=self.max_size, timeout=self.timeout, open=False,
-                              check=self._check, configure=_configure,
+                              check=self._check, configure=_configure, connection_class=Recording,
                               kwargs=self._connect_kwargs())
 
     def _connect_kwargs(self) -> dict[str, Any]:
@@ -132,29 +156,37 @@ class Database:
             ConnectionPool.check_connection(conn)
 
     def _open(self) -> None:
-        """First use: one connection made here, not by the pool, so that a refusal that waiting
-        cannot cure (unknown role or database, authentication, TLS) is reported at once with the
-        server's reason instead of a pool timeout; the schema is checked on it."""
         with self._lock:
             if self._opened:
                 return
-            conn = self._first_connection()
-            try:
-                ensure_schema(conn)
-            finally:
-                conn.close()
-            self._pool.open(wait=False)
+            pool = self._pool
+            pool.open(wait=False)
             self._opened = True
+            try:
+                conn = self._getconn(pool)
+                try:
+                    ensure_schema(conn)
+                finally:
+                    pool.putconn(conn)
+            except BaseException:
+                self._reset()
+                raise
 
-    def _first_connection(self) -> Any:
+    def _getconn(self, pool: ConnectionPool) -> Any:
+        """A connection from `pool` within the timeout. The wait is cut short when connecting
+        failed for a reason waiting cannot cure (unknown role or database, authentication, TLS):
+        that error is raised at once; on timeout, the last reason connecting failed, if any."""
         deadline = time.monotonic() + self.timeout
         while True:
+            remaining = deadline - time.monotonic()
             try:
-                return psycopg.connect(self.url, **self._connect_kwargs())
-            except psycopg.OperationalError as exc:
-                if not transient(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                return pool.getconn(timeout=max(0.001, min(remaining, 0.25)))
+            except PoolTimeout:
+                error = self._connect_error
+                if error is not None and (not transient(error) or remaining <= 0.25):
+                    raise error from None
+                if remaining <= 0.25:
+                    raise PoolTimeout(f"no connection within {self.timeout:g}s") from None
 
     def _reset(self) -> None:
         """Drop the pool after a failure: the next use connects afresh at once instead of waiting
@@ -171,12 +203,14 @@ class Database:
         try:
             if not self._opened:
                 self._open()
-            with self._pool.connection() as conn:
+            pool = self._pool
+            conn = self._getconn(pool)
+            try:
                 sent = True
-                try:
-                    yield conn
-                finally:
-                    self._last_used[id(conn)] = time.monotonic()
+                yield conn
+            finally:
+                self._last_used[id(conn)] = time.monotonic()
+                pool.putconn(conn)
         except (PoolTimeout, psycopg.Error) as exc:
             self._failed(exc)
             raise self.failure(exc, writing=writing, what=what, lost_answer=sent) from exc
@@ -192,7 +226,7 @@ class Database:
             if not self._opened:
                 self._open()
             pool = self._pool  # the one to give it back to, even if a failure replaces self._pool
-            conn = pool.getconn()
+            conn = self._getconn(pool)
             try:
                 sent = True
                 return psycopg.RawCursor(conn).execute(sql, params).fetchone()
@@ -216,7 +250,7 @@ class Database:
             if not self._opened:
                 self._open()
             pool = self._pool
-            return pool, pool.getconn()
+            return pool, self._getconn(pool)
         except (PoolTimeout, psycopg.Error) as exc:
             self._failed(exc)
             raise self.failure(exc, writing=True, what=what) from exc
@@ -252,10 +286,13 @@ class Database:
         if writing and lost_answer and answer_lost(exc):
             return WriteOutcomeUnknown(f"Lost the connection to {self.display} while writing {subject}({detail}): "
                                        "whether the write was stored is not known yet")
+        # A refusal that waiting does not cure (unknown role or database, authentication, TLS) is
+        # named as such; "unreachable" is for the network, a server down or restarting.
+        problem = "database unreachable" if isinstance(exc, PoolTimeout) or transient(exc) else "cannot connect"
         if writing:
-            return SessionWriteError(f"Cannot write {subject}to {self.display}: database unreachable ({detail}); "
+            return SessionWriteError(f"Cannot write {subject}to {self.display}: {problem} ({detail}); "
                                      "nothing was written")
-        return StoreUnavailableError(f"Cannot read {subject}from {self.display}: database unreachable ({detail})")
+        return StoreUnavailableError(f"Cannot read {subject}from {self.display}: {problem} ({detail})")
 
     def unavailable(self, exc: BaseException, *, writing: bool, what: str = "") -> SessionError:
         """`failure` of a statement whose outcome is certain (nothing committed: inside a writer
