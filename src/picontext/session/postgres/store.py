@@ -328,8 +328,14 @@ class PgSessionStore:
         return generation, next_seq, ends_with_newline, lines
 
     def load(self, *, lazy: bool = False) -> LoadResult:
+        notice = None
         if lazy:
-            result = self._load_lazily()
+            try:
+                result = self._load_lazily()
+            except (msgspec.DecodeError, StopIteration) as exc:
+                # The heads are a copy of what the lines say, for speed; the lines are the session.
+                result = None
+                notice = f"its stored heads are unreadable ({exc or 'fewer than its records'}); read whole instead"
             if result is not None:
                 return result
         got = self._read(0)
@@ -342,6 +348,8 @@ class PgSessionStore:
         result = parse_session_bytes(lines, lazy=lazy)
         result.size = size
         result.tail = Tail(generation, next_seq)
+        if notice is not None:
+            result.notices.append(notice)
         return result
 
     def _load_lazily(self) -> LoadResult | None:
