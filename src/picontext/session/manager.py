@@ -294,6 +294,18 @@ class SessionManager:
     def get_session_file(self) -> str | None:
         return self._session_file
 
+    def get_session_location(self) -> str | None:
+        """Where the session is stored, as its store names it (a file's path; for a database,
+        `<url>#<id>`); None for a session that is not persisted."""
+        store = self._writer.store
+        return store.location if store is not None else None
+
+    def stored_in_file(self) -> str | None:
+        """The session's file when its store is a file at `get_session_file()` (not yet written
+        for a new session), else None (not persisted, or stored in a database)."""
+        location = self.get_session_location()
+        return self._session_file if location is not None and location == self._session_file else None
+
     def uses_default_session_dir(self) -> bool:
         return self._session_dir == paths.default_session_dir(self._cwd)
 
