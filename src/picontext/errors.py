@@ -13,6 +13,7 @@
     │   ├── SessionLockedError      another process holds the file lock too long
     │   ├── StaleSessionError       another writer appended (or replaced the log) since our tail
     │   └── SessionWriteError       the disk refused a write (full, vanished file)
+    │       └── WriteOutcomeUnknown the answer to a write was lost: stored or not, storage tells
     ├── ProviderError               (ai layer) transport and HTTP failures outside a stream
     │   └── ContextOverflowError
     └── CompactionError
@@ -99,6 +100,12 @@ class SessionWriteError(SessionError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class WriteOutcomeUnknown(SessionWriteError):
+    """A write was sent but its answer never came (the connection died at COMMIT): it may or may
+    not be stored. Only reading the store tells; the session manager does that before its next
+    write (docs/storage.md, "A lost COMMIT")."""
 
 
 class ProviderError(PicontextError):

@@ -256,7 +256,7 @@ class Controller:
             "autoCompactionEnabled": self.auto_compaction_enabled,
             "steeringMode": s.steering_mode,
             "followUpMode": s.follow_up_mode,
-            "sessionFile": self.manager.get_session_file() if self.manager.is_persisted() else None,
+            "sessionFile": self.manager.stored_in_file(),  # null for a database session: no file
             "sessionId": self.manager.get_session_id(),
             "sessionName": self.manager.get_session_name(),
             "leafId": self.manager.get_leaf_id(),
