@@ -138,6 +138,7 @@ class BackgroundCompaction:
         task = asyncio.ensure_future(summarize_preparation(
             prep, completion, reserve_tokens=plan.settings.reserve_tokens, thinking_level=host.thinking_level,
             signal=signal, prompt_cache=self.rt.prompt_cache(plan, completion),
+            on_progress=self.rt.progress("threshold", background=True),
         ))
         previous = prep.previous_compaction
         summarized = frozenset(

@@ -47,7 +47,12 @@ from picontext.compaction.prepare import CompactionPreparation, prepare_compacti
 from picontext.compaction.prompt_cache import CachedPrefix, plan_cached_prefix
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings, model_key
-from picontext.compaction.summarize import history_max_tokens, summarize_preparation
+from picontext.compaction.summarize import (
+    ProgressCallback,
+    SummaryProgress,
+    history_max_tokens,
+    summarize_preparation,
+)
 from picontext.compaction.summary_model import summarizer_ref, summary_completion, with_summary_model
 from picontext.compaction.tokens import (
     calculate_context_tokens,
@@ -604,12 +609,26 @@ class CompactionRuntime:
         margin = max(self.settings().keep_recent_tokens // 2, self.window() // 10, 1)
         self.backoff_until = after + margin
 
+    def progress(self, reason: CompactionReason, *, background: bool) -> ProgressCallback:
+        """Ours: each finished request of a summary written in several (a span over the
+        summarizer's window) as a `compaction_progress` event."""
+
+        async def report(progress: SummaryProgress) -> None:
+            await self.s.emit({
+                "type": "compaction_progress", "reason": reason, "background": background, "part": progress.part,
+                "stage": progress.stage, "done": progress.done, "total": progress.total,
+                "elapsedMs": int(progress.elapsed * 1000),
+            })
+
+        return report
+
     async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal,
                          completion: Completion) -> Any:
         level = self.s.thinking_level
         task = asyncio.ensure_future(summarize_preparation(
             plan.preparation, completion, reserve_tokens=plan.settings.reserve_tokens, instructions=instructions,
             thinking_level=level, signal=controller, prompt_cache=self.prompt_cache(plan, completion),
+            on_progress=self.progress(self.reason or "manual", background=False),
         ))
         aborted = asyncio.Event()
         loop = asyncio.get_running_loop()
