@@ -119,7 +119,7 @@ class BackgroundCompaction:
         """Plan now (or take `plan`, e.g. a resumed span) and start the summary task."""
         if plan is None:
             plan, _why = self.rt.plan("threshold")
-            if plan is None:
+            if plan is None or plan.masks:  # a kept part that needs shortening: the blocking path does it
                 return False
         host = self.rt.s
         try:

@@ -43,6 +43,7 @@ from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.calibration import calibrated_projected_tokens, dense_tokens, learn_ratios, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
+from picontext.compaction.mask import MaskEdit, apply_masks, plan_kept_masks
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
 from picontext.compaction.prompt_cache import CachedPrefix, plan_cached_prefix
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
@@ -98,6 +99,9 @@ class _Plan:
     predicted_after: int
     span_id: str | None = None
     """A resumed span (compaction.resumable): the compaction closes this one instead of recording a new one."""
+    masks: list[MaskEdit] = dataclasses.field(default_factory=list)
+    """Ours: kept tool results too large for any cut to leave out, shortened by context edits
+    appended with the compaction entry (`mask.plan_kept_masks`)."""
 
 
 class CompactionRuntime:
@@ -409,14 +413,16 @@ class CompactionRuntime:
         settings = self.settings()
         prep = prepare_compaction(branch, settings, projection=manager.build_session_projection())
         threshold = self.threshold()
-        if prep is not None and (reason == "manual" or threshold is None):
+        if prep is not None and threshold is None:
             return _Plan(prep, settings, self._predict_after(prep)), None
         if prep is not None:
             predicted = self._predict_after(prep)
             if predicted < threshold:  # type: ignore[operator]
                 return _Plan(prep, settings, predicted), None
+        assert threshold is not None
         # Ours: re-plan with a smaller kept tail (small windows, oversized recent content).
-        if threshold is not None and threshold > 0:
+        candidates = [(prep, settings)] if prep is not None else []
+        if threshold > 0:
             for keep in (threshold // 2, threshold // 4):
                 if keep <= 0 or keep >= settings.keep_recent_tokens:
                     continue
@@ -426,7 +432,16 @@ class CompactionRuntime:
                     predicted = self._predict_after(retry)
                     if predicted < threshold:
                         return _Plan(retry, smaller, predicted), None
-        if prep is not None and reason == "overflow":
+                    candidates.append((retry, smaller))
+        # Ours: no cut leaves enough out (a huge tool output in the newest turn, with no cut
+        # point after it): shorten the kept part's largest tool results as well.
+        target = max(1, min(settings.keep_recent_tokens, threshold // 2))
+        for candidate, used in candidates:
+            predicted = self._predict_after(candidate)
+            masks = plan_kept_masks(candidate.projection, candidate.first_kept_entry_index, predicted - target)
+            if masks:
+                return _Plan(candidate, used, predicted - sum(m.tokens_saved for m in masks), masks=masks), None
+        if prep is not None and reason in ("overflow", "manual"):
             return _Plan(prep, settings, self._predict_after(prep)), None
         if prep is None:
             if branch and field_of(branch[-1], "type") == "compaction":
@@ -543,6 +558,8 @@ class CompactionRuntime:
             if controller.aborted:
                 raise CompactionCancelled()
             async with self.s.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                if plan.masks:
+                    apply_masks(self.s.manager, plan.masks)
                 entry_id = self.s.manager.append_compaction(
                     summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
                 )
