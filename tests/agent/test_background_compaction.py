@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import file_entries, make, wait_for_requests
+from runtime_helpers import GUARD, HeldSummaries, file_entries, make, summary_finished, wait_for_requests
 
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.prepare import prepare_compaction
@@ -48,10 +48,6 @@ def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] == kind]
 
 
-GUARD = 120.0
-"""Seconds before a wait that should end gives up: a failure guard, never what decides a pass."""
-
-
 async def until(predicate: Any, what: str) -> None:
     """Wait for a state of the session that no event announces (checked every 10 ms)."""
     for _ in range(int(GUARD / 0.01)):
@@ -59,35 +55,6 @@ async def until(predicate: Any, what: str) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"{what}: not after {GUARD:.0f} s")
-
-
-async def summary_finished(session: Any) -> None:
-    """Until the running background summary has finished, whatever its outcome (its task: an event)."""
-    job = session.compaction.background.job
-    assert job is not None, "no background summary is running"
-    await asyncio.wait({job.task}, timeout=GUARD)
-    assert job.task.done(), f"the background summary did not finish within {GUARD:.0f} s"
-
-
-class HeldForJob:
-    """The hold of one scripted summary step, bound when its request arrives to the release gate
-    of the background job that is running then (a split turn's two requests share it)."""
-
-    def __init__(self, gates: list[threading.Event]) -> None:
-        self.gates = gates
-        self.gate: threading.Event | None = None
-
-    def take(self, req: RecordedRequest) -> bool:
-        if not is_summary(req):
-            return False
-        self.gate = self.gates[-1]
-        return True
-
-    def wait(self, timeout: float) -> bool:
-        return self.gate is not None and self.gate.wait(timeout)
-
-    def is_set(self) -> bool:
-        return self.gate is not None and self.gate.is_set()
 
 
 async def test_summary_written_in_background_is_applied_at_the_next_boundary(
@@ -252,35 +219,19 @@ async def test_long_session_no_turn_waits_when_summaries_take_two_turns(
     the summary has arrived (~4.7 turns of growth lie between the mark and the threshold)."""
     settings = {"reserveTokens": 1000, "keepRecentTokens": 1500, "backgroundTokens": 5000}
     session, events = make(server, tmp_path, window=8000, compaction=settings)
-    gates: list[threading.Event] = []
-    started_at: list[int] = []
-    turn = [0]
-
-    def on_start(event: dict[str, Any]) -> None:  # runs before the summary task can send anything
-        if event["type"] == "compaction_background_start":
-            gates.append(threading.Event())
-            started_at.append(turn[0])
-
-    session.subscribe(on_start)
-    holds = [HeldForJob(gates) for _ in range(40)]
-    server.expect(*[text(f"## Goal\nsummary {k}").when(hold.take).hold_after(1, hold)  # type: ignore[arg-type]
-                    for k, hold in enumerate(holds)])
+    held = HeldSummaries(session, is_summary)
+    server.expect(*held.steps(40, lambda k: f"## Goal\nsummary {k}"))
     total = [0]
     for i in range(60):
-        turn[0] = i
-        for gate, start in zip(gates, started_at, strict=True):
-            if not gate.is_set() and i >= start + 3:
-                gate.set()
-                await summary_finished(session)
+        await held.release_due(i, after=3)
         await turns(session, server, i, 1, total)
-    for gate in gates:
-        gate.set()
+    held.release_all()
     ends = of(events, "compaction_end")
     assert len(ends) >= 4, f"{len(ends)} compactions in 60 turns"
     waited = [e for e in ends if not e.get("background") or e.get("waited")]
     assert not waited, f"{len(waited)} of {len(ends)} compactions made a turn wait"
     assert not of(events, "compaction_background_discarded") and not of(events, "compaction_skipped")
-    assert len(gates) - len(ends) <= 1  # at most one still being written
+    assert len(held.jobs) - len(ends) <= 1  # at most one still being written
     server.reset()  # the summaries never asked for
 
 

@@ -551,7 +551,9 @@ class CompactionRuntime:
                 if span_id is None and plan.settings.resumable:
                     span_id = record_span(self.s.manager, prep, plan.settings, reason=reason,
                                           instructions=instructions, model=summarizer_ref(completion))
+                began = self.background.clock()
                 result = await self._summarize(plan, instructions, controller, completion)
+                self.background.pace.summary_took(self.background.clock() - began)  # for backgroundTokens "auto"
                 summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
                 usage = result.usage
                 details = with_summary_model(span_details(result.details, span_id), summarizer_ref(completion))

@@ -192,6 +192,8 @@ class CompactionBackgroundStartEvent(TypedDict):
     type: Literal["compaction_background_start"]
     tokens: int
     firstKeptEntryId: str
+    mark: NotRequired[int]
+    """The mark passed: `backgroundTokens`, or the one learned for "auto" (absent for a resumed span)."""
 
 
 class CompactionBackgroundDiscardedEvent(TypedDict):
