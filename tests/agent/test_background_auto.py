@@ -29,8 +29,10 @@ def test_the_mark_leaves_the_summary_its_time_in_turns_of_growth() -> None:
     for second, tokens_now in [(1.0, 1400), (1.0, 1400), (2.0, 1800), (3.0, 2200)]:  # a repeated boundary: no turn
         pace.boundary(second, tokens_now)
     assert list(pace.growth) == [400, 400, 400] and list(pace.turn_seconds) == [1.0, 1.0, 1.0]
-    # no summary timed yet: PRIOR_SUMMARY_TURNS turns, plus one for the boundary it is applied at
-    assert pace.mark(10_000, 2000) == 10_000 - 400 * (PRIOR_SUMMARY_TURNS + 1)
+    # no summary timed yet: PRIOR_SUMMARY_TURNS turns, plus one for the boundary it is applied at,
+    # and no later than halfway from what a compaction leaves (2000) to the threshold
+    assert pace.mark(10_000, 2000) == 6000 < 10_000 - 400 * (PRIOR_SUMMARY_TURNS + 1)
+    assert pace.mark(10_000, 7000) == 10_000 - 400 * (PRIOR_SUMMARY_TURNS + 1)
     pace.summary_took(2.5)  # 2.5 turns -> 3, plus one
     assert pace.mark(10_000, 2000) == 10_000 - 400 * 4
     pace.summary_took(9.0)  # the slowest recent summary counts
@@ -78,11 +80,12 @@ async def test_auto_starts_early_enough_that_no_turn_waits(server: ScriptedModel
     assert len(ends) >= 3, f"{len(ends)} compactions"
     waited = [e for e in ends if not e.get("background") or e.get("waited")]
     assert not waited, f"{len(waited)} of {len(ends)} compactions made a turn wait"
-    # a turn adds ~405 tokens: the first mark leaves PRIOR_SUMMARY_TURNS + 1 turns of them, the
-    # later ones 3 + 1 (the summaries were timed at 3 s, turns at 1 s)
-    lead = [(7000 - s["mark"]) / 405 for s in starts]
-    assert PRIOR_SUMMARY_TURNS + 0.9 < lead[0] < PRIOR_SUMMARY_TURNS + 1.1, lead
-    assert all(3.9 < x < 4.1 for x in lead[1:]), lead
+    # before a summary is timed: halfway from what a compaction leaves (1500 kept + 800 summary
+    # budget) to the threshold, earlier than PRIOR_SUMMARY_TURNS + 1 turns of ~405 tokens; later,
+    # 3 + 1 turns (the summaries were timed at 3 s, turns at 1 s)
+    assert starts[0]["mark"] == (2300 + 7000) // 2 < 7000 - 405 * (PRIOR_SUMMARY_TURNS + 1)
+    lead = [(7000 - s["mark"]) / 405 for s in starts[1:]]
+    assert all(3.9 < x < 4.1 for x in lead), lead
 
 
 @pytest.mark.parametrize("mark", [6300, 6700])

@@ -26,7 +26,8 @@ is written while the user reads too), and how long this session's summaries take
 starts `ceil(latency / turn time) + 1` turns of growth below the threshold (the extra turn: it is
 applied at a boundary, not the moment it is ready), never below what a compaction leaves
 (`keepRecentTokens` + the summary's budget). Until a summary has been timed it is assumed to
-take `PRIOR_SUMMARY_TURNS` turns; until two turns have been seen, nothing starts early.
+take `PRIOR_SUMMARY_TURNS` turns, and starts no later than halfway from that floor to the
+threshold; until two turns have been seen, nothing starts early.
 """
 
 from __future__ import annotations
@@ -90,11 +91,18 @@ class Pace:
         return math.ceil(latency / turn) + 1
 
     def mark(self, threshold: int, floor: int) -> int | None:
-        """Where to start: the threshold less the growth of `lead_turns`, at least `floor`."""
+        """Where to start: the threshold less the growth of `lead_turns`, at least `floor`; before
+        a summary has been timed, no later than halfway from `floor` to the threshold (a summary
+        reads the whole span and writes a long note: it may take many turns, and starting the
+        first one early costs one earlier compaction, not a wait)."""
         lead = self.lead_turns()
         if lead is None:
             return None
-        return max(threshold - math.ceil(statistics.median(self.growth)) * lead, min(floor, threshold))
+        floor = min(floor, threshold)
+        mark = threshold - math.ceil(statistics.median(self.growth)) * lead
+        if not self.summary_seconds:
+            mark = min(mark, (floor + threshold) // 2)
+        return max(mark, floor)
 
 
 @dataclasses.dataclass(slots=True)
