@@ -189,3 +189,18 @@ async def test_a_large_output_budget_is_capped_so_two_notes_and_the_answer_fit_a
     model = ScriptedCompletion(default=_notes_server(window), context_window=window)
     await summarize_preparation(Prep(_steps(200)), model, reserve_tokens=16384, verify=False)
     assert {r.max_tokens for r in model.requests} == {min(13107, window // 4)}
+
+
+async def test_text_of_characters_outside_the_bmp_is_cut_by_its_utf16_length() -> None:
+    """chars/4 counts UTF-16 units (an emoji is two): pieces of such text are cut shorter."""
+    sizes: list[int] = []
+
+    def units(req: CompletionRequest) -> str:
+        text = _text(req)
+        sizes.append(len((prompts.SYSTEM_PROMPT + text).encode("utf-16-le")) // 2 // 4 + req.max_tokens)
+        return _notes_server()(req)
+
+    paste = "🙂" * 40_000  # 40,000 code points, 80,000 UTF-16 units
+    model = ScriptedCompletion(default=units, context_window=WINDOW, max_output_tokens=500)
+    await summarize_preparation(Prep([user(paste), assistant("ok")]), model, reserve_tokens=1000, verify=False)
+    assert len(sizes) > 5 and max(sizes) <= WINDOW

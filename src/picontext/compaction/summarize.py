@@ -199,9 +199,11 @@ def _plan(sizes: Sequence[tuple[int, int]], budget_tokens: int) -> list[list[Seg
     for index, (points, units) in enumerate(sizes):
         if not points:
             continue
-        starts = range(0, points, max_chars) if units > max_chars else range(1)
+        # a piece of `step` code points holds at most `max_chars` UTF-16 units (on average)
+        step = max_chars if units == points else max(1, max_chars * points // units)
+        starts = range(0, points, step) if units > max_chars else range(1)
         for start in starts:
-            end = min(start + max_chars, points) if units > max_chars else points
+            end = min(start + step, points) if units > max_chars else points
             length = (end - start if units == points else math.ceil((end - start) * units / points)) + 2
             if current and size + length > max_chars:
                 chunks.append(current)
