@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 from picontext.agent.session import AgentSession
@@ -40,9 +41,10 @@ from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.settings import Settings
 from picontext.session.manager import SessionManager
 from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
-from picontext.testing.model_server import RecordedRequest, Reply, frames_openai_completions
 
-SUMMARY_MARK = "hand-off notes"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_summaries import is_summary, paced
+
 SUMMARY = "## Goal\nKeep answering the numbered questions.\n## Progress\n- answered them in order"
 SPLIT = "**Turn Context (split turn):**"
 WINDOW = 12_000
@@ -68,18 +70,6 @@ class ReadTool:
     async def execute(self, call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
         line = f"# {args.get('path')}: line of source code that the agent reads\n"
         return AgentToolResult.text((line * (2800 // len(line) + 1))[:2800])
-
-
-def is_summary(req: RecordedRequest) -> bool:
-    """The summarizer's system prompt is the first message (cheap: bodies grow to ~50 kB)."""
-    messages = req.body.get("messages") or [{}] if isinstance(req.body, dict) else [{}]
-    return SUMMARY_MARK in json.dumps(messages[0])
-
-
-def paced(step: Reply, seconds: float) -> Reply:
-    """`step` streamed over ~`seconds`: the delay spread over its frames."""
-    frames = len(frames_openai_completions(step, "m"))
-    return step.slow(seconds / max(1, frames - 1))
 
 
 async def run(mode: str, turns: int, turn_delay: float, summary_delay: float) -> dict[str, Any]:
@@ -127,6 +117,7 @@ async def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()
     modes = args.modes.split(",")
+    await run("off", 2, args.turn_delay, args.summary_delay)  # warm-up: first imports and connections
     results = [await run(mode, args.turns, args.turn_delay, args.summary_delay) for mode in modes]
     base = results[0]["wall"] if modes[0] == "off" else float("nan")
     print(f"{args.turns} turns (~900 tokens, ~{args.turn_delay}s each, a tool call per turn), "

@@ -40,9 +40,10 @@ from typing import Any
 
 from picontext.session.manager import SessionManager
 from picontext.testing import ScriptedModelServer, text
-from picontext.testing.model_server import RecordedRequest, Reply, frames_openai_completions
 
-SUMMARY_MARK = "hand-off notes"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_summaries import is_summary, paced
+
 WINDOW = 16_000
 SETTINGS = {"reserveTokens": 4000, "keepRecentTokens": 2000}  # threshold 12000
 NOTE = ("## Goal\nFinish the refactoring of the build.\n## Progress\n### Done\n- [x] modules reviewed in order\n"
@@ -135,16 +136,6 @@ async def main():
 
 asyncio.run(main())
 '''
-
-
-def is_summary(req: RecordedRequest) -> bool:
-    messages = req.body.get("messages") or [{}] if isinstance(req.body, dict) else [{}]
-    return SUMMARY_MARK in json.dumps(messages[0])
-
-
-def paced(step: Reply, seconds: float) -> Reply:
-    frames = len(frames_openai_completions(step, "m"))
-    return step.slow(seconds / max(1, frames - 1))
 
 
 def request_tokens(body: dict[str, Any]) -> int:

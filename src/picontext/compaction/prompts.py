@@ -120,15 +120,21 @@ def _conversation_block(conversation: str) -> str:
     return f"<conversation>\n{conversation}\n</conversation>\n\n"
 
 
-def history_request(conversation: str, previous_summary: str | None, instructions: str | None) -> str:
-    """User text of a history summary request (spec 02 §7.3)."""
-    text = _conversation_block(conversation)
+def _ask(material: str, previous_summary: str | None, instructions: str | None, *, fresh: str, update: str) -> str:
+    """`material`, the previous summary if any, the prompt for either case, then the user's focus."""
+    text = material
     if previous_summary:
         text += f"<previous-summary>\n{previous_summary}\n</previous-summary>\n\n"
-    text += UPDATE_PROMPT if previous_summary else HISTORY_PROMPT
+    text += update if previous_summary else fresh
     if instructions:
         text += f"\n\nAdditional focus: {instructions}"
     return text
+
+
+def history_request(conversation: str, previous_summary: str | None, instructions: str | None) -> str:
+    """User text of a history summary request (spec 02 §7.3)."""
+    return _ask(_conversation_block(conversation), previous_summary, instructions, fresh=HISTORY_PROMPT,
+                update=UPDATE_PROMPT)
 
 
 # The cached-prefix variants (compaction/prompt_cache.py): the conversation is not quoted but is
@@ -243,9 +249,4 @@ def merge_request(notes: list[str], previous_summary: str | None, instructions: 
     text = "".join(f'<part-note index="{i}">\n{note}\n</part-note>\n\n' for i, note in enumerate(notes, 1))
     if turn_prefix:
         return text + MERGE_TURN_PREFIX_PROMPT
-    if previous_summary:
-        text += f"<previous-summary>\n{previous_summary}\n</previous-summary>\n\n"
-    text += MERGE_UPDATE_PROMPT if previous_summary else MERGE_PROMPT
-    if instructions:
-        text += f"\n\nAdditional focus: {instructions}"
-    return text
+    return _ask(text, previous_summary, instructions, fresh=MERGE_PROMPT, update=MERGE_UPDATE_PROMPT)
