@@ -309,6 +309,33 @@ async def test_a_newest_tool_result_above_the_threshold_is_shortened_and_the_run
     assert "tool result shortened by picontext" in last and len(last) < 3000 * 4
 
 
+async def test_a_manual_compaction_shortens_a_kept_tool_result_no_cut_can_leave_out(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """Ours: /compact on a session whose newest tool output alone is over the threshold (the
+    session stopped right after it) frees the window."""
+    session, _ = make(server, tmp_path, window=3000,
+                      compaction={"enabled": False, "reserveTokens": 500, "keepRecentTokens": 2000})
+    await history(session, server, n=2, size=200)
+    manager = session.manager
+    manager.append_message({"role": "user", "content": "read it", "timestamp": 1})
+    call = {"type": "toolCall", "id": "c1", "name": "big", "arguments": {"size": 12_000}}
+    manager.append_message({"role": "assistant", "content": [call], "api": "openai-completions",
+                            "provider": "openai-compatible", "model": "scripted-model", "stopReason": "toolUse",
+                            "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                                      "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                            "timestamp": 1})
+    result_id = manager.append_message({"role": "toolResult", "toolCallId": "c1", "toolName": "big",
+                                        "content": [{"type": "text", "text": "x" * 12_000}], "isError": False,
+                                        "timestamp": 1})
+    server.expect(text("## Goal\nread"), text("## Goal\nread"))  # a split turn: history and prefix
+    result = await session.compact()
+    edits = [e for e in file_entries(session) if e["type"] == "context_edit"]
+    assert [e["targetId"] for e in edits] == [result_id]
+    shortened = edits[0]["replacement"]["content"][0]["text"]
+    assert shortened.startswith("[tool result shortened by picontext: big(size=12000)")
+    assert result["estimatedTokensAfter"] < 2500
+
+
 async def test_s8_manual_compaction_during_a_response(server: ScriptedModelServer, tmp_path: Path) -> None:
     release = threading.Event()
     session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50})

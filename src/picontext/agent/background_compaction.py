@@ -118,7 +118,6 @@ class _Job:
     span_id: str | None
     model_ref: str | None
     tokens: int
-    started: float
 
 
 class BackgroundCompaction:
@@ -241,7 +240,7 @@ class BackgroundCompaction:
         )
         self.job = _Job(plan, task, signal, host.manager.get_leaf_id(),
                         field_of(previous, "id") if previous is not None else None, summarized, span_id, model_ref,
-                        tokens, started)
+                        tokens)
         self.started += 1
         event = {"type": "compaction_background_start", "tokens": tokens, "firstKeptEntryId": prep.first_kept_entry_id}
         if mark is not None:

@@ -413,13 +413,14 @@ class CompactionRuntime:
         settings = self.settings()
         prep = prepare_compaction(branch, settings, projection=manager.build_session_projection())
         threshold = self.threshold()
-        if prep is not None and threshold is None:
-            return _Plan(prep, settings, self._predict_after(prep)), None
+        if threshold is None:
+            if prep is not None:
+                return _Plan(prep, settings, self._predict_after(prep)), None
+            return None, self._nothing_reason(branch)
         if prep is not None:
             predicted = self._predict_after(prep)
-            if predicted < threshold:  # type: ignore[operator]
+            if predicted < threshold:
                 return _Plan(prep, settings, predicted), None
-        assert threshold is not None
         # Ours: re-plan with a smaller kept tail (small windows, oversized recent content).
         candidates = [(prep, settings)] if prep is not None else []
         if threshold > 0:
@@ -444,14 +445,18 @@ class CompactionRuntime:
         if prep is not None and reason in ("overflow", "manual"):
             return _Plan(prep, settings, self._predict_after(prep)), None
         if prep is None:
-            if branch and field_of(branch[-1], "type") == "compaction":
-                return None, "Already compacted"
-            return None, "Nothing to compact (session too small)"
+            return None, self._nothing_reason(branch)
         predicted = self._predict_after(prep)
         return None, (
             f"the most recent context alone (~{predicted} tokens) is above the compaction threshold ({threshold}); "
             "a summary cannot free enough. Use a model with a larger context window or start a new session."
         )
+
+    @staticmethod
+    def _nothing_reason(branch: list[Any]) -> str:
+        if branch and field_of(branch[-1], "type") == "compaction":
+            return "Already compacted"
+        return "Nothing to compact (session too small)"
 
     async def run_auto(
         self,
