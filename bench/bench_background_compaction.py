@@ -37,7 +37,6 @@ from typing import Any, ClassVar
 from picontext.agent.session import AgentSession
 from picontext.agent.types import AgentToolResult
 from picontext.ai.providers import StreamOptions
-from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.settings import Settings
 from picontext.session.manager import SessionManager
 from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
@@ -89,9 +88,10 @@ async def run(mode: str, turns: int, turn_delay: float, summary_delay: float) ->
         slowest = 0.0
         began = time.perf_counter()
         for i in range(turns):
-            size = estimated_tokens(session.manager)
-            call = reply(tool_call("read", {"path": f"src/module_{i}.py"}), usage=tokens(size + 120, 20))
-            answer = reply(text(f"answer {i}: module {i} " + "looks fine; " * 20), usage=tokens(size + 900, 60))
+            # No usage reported: the session's own estimate sizes the context at every boundary (a
+            # usage scripted before the prompt would be stale after a compaction inside the turn).
+            call = reply(tool_call("read", {"path": f"src/module_{i}.py"}), usage=tokens(0, 0))
+            answer = reply(text(f"answer {i}: module {i} " + "looks fine; " * 20), usage=tokens(0, 0))
             server.expect(paced(call, turn_delay / 2).when(lambda r: not is_summary(r)),
                           paced(answer, turn_delay / 2).when(lambda r: not is_summary(r)))
             t0 = time.perf_counter()
