@@ -143,7 +143,8 @@ def request_tokens(body: dict[str, Any]) -> int:
     return chars // 4 + int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
 
 
-def run_size(tokens: int, huge_share: float, summarizer: str, llama: Any, request_seconds: float) -> dict[str, Any]:
+def run_size(tokens: int, huge_share: float, summarizer: str, llama: Any, request_seconds: float,
+             llama_max_tokens: int) -> dict[str, Any]:
     with ScriptedModelServer() as server, tempfile.TemporaryDirectory() as tmp:
         path = write_session(Path(tmp), tokens, huge_share)
         size = path.stat().st_size
@@ -153,7 +154,7 @@ def run_size(tokens: int, huge_share: float, summarizer: str, llama: Any, reques
         if summarizer == "scripted":
             server.expect(*[paced(text(NOTE), request_seconds).when(is_summary) for _ in range(tokens // 2000 + 50)])
         else:
-            summary_model = dict(llama.model(max_tokens=1024))
+            summary_model = dict(llama.model(max_tokens=llama_max_tokens))
             summary_window = int(summary_model["contextWindow"])
         server.expect(text("carrying on").when(lambda r: not is_summary(r)))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -184,6 +185,7 @@ def main() -> None:
     parser.add_argument("--summarizer", choices=("scripted", "llama"), default="scripted")
     parser.add_argument("--request-seconds", type=float, default=0.5)
     parser.add_argument("--llama-ctx", type=int, default=8192)
+    parser.add_argument("--llama-max-tokens", type=int, default=512, help="the llama model's output cap")
     parser.add_argument("--huge-share", type=float, default=0.9,
                         help="share of the tokens in the one huge tool output (the rest: ordinary turns)")
     args = parser.parse_args()
@@ -195,7 +197,8 @@ def main() -> None:
     try:
         rows = []
         for tokens in (int(x) for x in args.sizes.split(",")):
-            row = run_size(tokens, args.huge_share, args.summarizer, llama, args.request_seconds)
+            row = run_size(tokens, args.huge_share, args.summarizer, llama, args.request_seconds,
+                           args.llama_max_tokens)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     finally:

@@ -15,6 +15,7 @@ from compaction_fixtures import Prep, assistant, tool_result, user
 from picontext.compaction import prompts
 from picontext.compaction.completion import CompletionRequest, ScriptedCompletion, assistant_reply
 from picontext.compaction.summarize import CHUNK_CONCURRENCY, SummaryProgress, summarize_preparation
+from picontext.errors import SummaryTruncated
 
 WINDOW = 4000
 
@@ -204,3 +205,26 @@ async def test_text_of_characters_outside_the_bmp_is_cut_by_its_utf16_length() -
     model = ScriptedCompletion(default=units, context_window=WINDOW, max_output_tokens=500)
     await summarize_preparation(Prep([user(paste), assistant("ok")]), model, reserve_tokens=1000, verify=False)
     assert len(sizes) > 5 and max(sizes) <= WINDOW
+
+
+async def test_a_chunk_note_cut_at_the_output_cap_is_kept_and_the_last_merge_must_end() -> None:
+    """A small model writes to its cap: a chunk note cut short is still material for the merge;
+    the summary itself (the last merge) cut short fails the compaction as before."""
+
+    def rambling(final_ok: bool):
+        def reply(req: CompletionRequest) -> dict:
+            text = _text(req)
+            if "is part " in text:
+                return assistant_reply("note that never ends", stop_reason="length")
+            if prompts.MERGE_PROMPT in text:
+                return assistant_reply("MERGED", stop_reason="stop" if final_ok else "length")
+            return assistant_reply("intermediate merge", stop_reason="length")
+        return reply
+
+    model = ScriptedCompletion(default=rambling(True), context_window=WINDOW, max_output_tokens=500)
+    result = await summarize_preparation(Prep(_steps(40)), model, reserve_tokens=1000, verify=False)
+    assert result.summary == "MERGED"
+    assert "note that never ends" in _text(model.requests[-1])
+    model = ScriptedCompletion(default=rambling(False), context_window=WINDOW, max_output_tokens=500)
+    with pytest.raises(SummaryTruncated):
+        await summarize_preparation(Prep(_steps(40)), model, reserve_tokens=1000, verify=False)

@@ -19,7 +19,8 @@ spec 02 §7.3-§7.7) with these deliberate differences (docs/divergences.md):
   every finished chunk and merge;
 * a request the server still reports as overflowing its window is split in halves and the
   halves folded (the second carries the first's summary), down to `MIN_CHUNK_TOKENS` (Pi fails
-  the compaction);
+  the compaction); a chunk note or an intermediate merge cut at the output cap is kept as
+  written (only the next merge reads it); the last merge must end normally;
 * the verified-facts ledger (`verify.py`) is appended after the model's text.
 
 Any failure raises a `SummarizationFailed` subclass; the caller has written nothing yet.
@@ -317,7 +318,9 @@ class _Calls:
     def serial(self) -> bool:
         return bool(getattr(self.completion, "one_at_a_time", False))
 
-    async def ask(self, user_text: str, max_tokens: int, label: str) -> str:
+    async def ask(self, user_text: str, max_tokens: int, label: str, *, material: bool = False) -> str:
+        """One request; its text or the typed failure. `material` (a chunk note or an intermediate
+        merge, only read by the next merge): a reply cut at the output cap is kept as written."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrency)
         messages = [{"role": "user", "content": [{"type": "text", "text": user_text}], "timestamp": 0}]
@@ -326,6 +329,8 @@ class _Calls:
         if reply.get("stopReason") == "error" and is_context_overflow(reply):
             self.count += 1
             raise SummaryOverflow(f"{label} failed: {reply.get('errorMessage') or 'context overflow'}")
+        if material and reply.get("stopReason") == "length":
+            reply = {**reply, "stopReason": "stop"}  # a note cut short still carries what it has
         return self._text(reply, label)
 
     async def ask_cached(self, cached: CachedPrefix, end: int, instruction: str, max_tokens: int,
@@ -428,7 +433,8 @@ async def _chunk_notes(calls: _Calls, kind: _Kind, span: _Span, chunks: list[lis
         nonlocal done
 
         async def ask(text: str, summary: str | None) -> str:
-            return await calls.ask(kind.chunk(text, summary, index + 1, count), max_tokens, kind.label)
+            return await calls.ask(kind.chunk(text, summary, index + 1, count), max_tokens, kind.label,
+                                   material=True)
 
         written = await _fold(span.pieces(chunks[index]), None, None, ask)
         assert written is not None
@@ -499,7 +505,7 @@ async def _merge_group(calls: _Calls, kind: _Kind, notes: list[str], max_tokens:
     if len(notes) == 1:
         return notes[0]
     try:
-        return await calls.ask(kind.merge(notes, final=False), max_tokens, kind.label)
+        return await calls.ask(kind.merge(notes, final=False), max_tokens, kind.label, material=True)
     except SummaryOverflow:
         if len(notes) <= 2:
             raise
