@@ -46,7 +46,8 @@ async def test_issue_9476_huge_tool_output_reported_small_never_compacts_twice(
         await session.prompt(f"question {i}")
     starts = of(events, "compaction_start")
     assert len(starts) <= 1
-    assert len([e for e in file_entries(session) if e["type"] == "compaction"]) == len(summarizer.requests) <= 1
+    compactions = [e for e in file_entries(session) if e["type"] == "compaction"]
+    assert len(compactions) <= 1 and len(summarizer.requests) <= 2 * len(compactions)  # a split turn asks two
     skipped = of(events, "compaction_skipped")
     assert len(skipped) <= 1 and all("above the compaction threshold" in e["message"] for e in skipped)
 

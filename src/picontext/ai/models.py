@@ -130,8 +130,9 @@ def builtin_models() -> list[Model]:
 
 
 def is_local_base_url(base_url: str) -> bool:
-    """A server on this machine (llama.cpp, Ollama, LM Studio, vLLM): keyless, reads `max_tokens`,
-    and serves one request at a time on the same hardware."""
+    """A server on this machine (llama.cpp, Ollama, LM Studio, vLLM): keyless, and reads
+    `max_tokens`. Whether it takes two requests at once is the model's `compat.serialRequests`
+    (`ai/request_gate.py`), not where it runs."""
     return any(h in base_url for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
 
 

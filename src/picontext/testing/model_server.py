@@ -147,6 +147,15 @@ class Reply:
         """Serve this reply only to a request whose JSON body contains `needle`."""
         return self.when(lambda req: needle in json.dumps(req.body, ensure_ascii=False))
 
+    def describe(self) -> str:
+        """A few words for a failure message (not the repr: events and predicates are noise)."""
+        first = self.blocks[0] if self.blocks else None
+        what = "raw stream" if self.raw_frames is not None else (
+            f"{first.kind} {first.text[:30] or first.name!r}" if first else "empty reply")
+        if self.hold_event is not None:
+            what += " (held)" if not self.hold_event.is_set() else " (released)"
+        return what
+
 
 @dataclass(frozen=True, slots=True)
 class HttpError:
@@ -161,6 +170,9 @@ class HttpError:
     def when(self, predicate: Callable[[RecordedRequest], bool]) -> HttpError:
         """Serve this error only to a request `predicate` accepts."""
         return replace(self, match=predicate)
+
+    def describe(self) -> str:
+        return f"HTTP {self.status} ({self.kind})"
 
 
 Step = Reply | HttpError
