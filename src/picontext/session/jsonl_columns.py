@@ -1,7 +1,7 @@
 """Per-entry columns of one JSONL session file, cached: where each entry's line is, its parent,
 type and id, so a projection reads and parses only the lines it needs.
 
-Where: `$PICONTEXT_DIR/index/<hash of the file's real path>.cols` (msgpack), beside the listing
+Where: `<cache dir>/index/<hash of the file's real path>.cols` (msgpack), beside the listing
 index (`jsonl_index.py`), which stays small for listing. `PICONTEXT_INDEX=0`: built in memory
 for the one call, never written.
 

@@ -1,8 +1,10 @@
 """A cached index of one JSONL session file: never needed for correctness, always checked.
 
-Where: `$PICONTEXT_DIR/index/<hash of the file's real path>.idx` (msgpack), so Pi's session
-directories get no extra files and read-only files are indexed too. `PICONTEXT_INDEX=0` turns
-the cache off (everything is then read from the file alone).
+Where: `<cache dir>/index/<hash of the file's real path>.idx` (msgpack), the cache dir being
+picontext's own (`paths.cache_dir()`: `$PICONTEXT_CACHE_DIR`, else `$XDG_CACHE_HOME/picontext`,
+else `~/.cache/picontext`): never beside the session and never under `PICONTEXT_DIR`, which may
+be Pi's own `~/.pi/agent`; read-only files are indexed too. `PICONTEXT_INDEX=0` turns the cache
+off (everything is then read from the file alone, and nothing is written).
 
 What: the header and the listing facts (name, message and entry counts, first user message,
 last activity), so listing reads a few hundred bytes per session instead of the session. The
@@ -98,7 +100,7 @@ def enabled() -> bool:
 
 def index_path(real_path: str) -> str:
     digest = _blake2b(real_path.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-    return os.path.join(paths.agent_dir(), "index", digest + ".idx")
+    return os.path.join(paths.cache_dir(), "index", digest + ".idx")
 
 
 def read_index(real_path: str) -> IndexData | None:
@@ -121,12 +123,14 @@ def write_index(real_path: str, data: IndexData) -> None:
 
 def write_cache_file(target: str, payload: bytes) -> None:
     """Atomically (a per-process tmp, then rename): a reader sees the old cache or the new one.
-    Any OS error only costs speed next time, since every cache is checked against its file."""
+    Directories are created 0700 and files 0600: caches hold first messages and names. Any OS
+    error only costs speed next time, since every cache is checked against its file."""
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        paths.ensure_dir(os.path.dirname(target))
         tmp = f"{target}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "wb") as f:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with open(fd, "wb") as f:
                 f.write(payload)
             os.replace(tmp, target)
         finally:
