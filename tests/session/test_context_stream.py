@@ -121,7 +121,8 @@ def test_columns_describe_what_the_full_reader_builds(tmp_path: Path) -> None:
         assert view.lines(list(range(n))) == Path(path).read_bytes().split(b"\n")[1:-1]
 
 
-def test_warm_call_reads_only_the_cache_and_the_context_lines(tmp_path: Path, calls: dict[str, int]) -> None:
+def test_warm_call_reads_only_the_cache_and_the_context_lines(tmp_path: Path, calls: dict[str, int],
+                                                          settled: None) -> None:
     path = str(tmp_path / "s.jsonl")
     gen_realistic.generate(path, 3000, seed=7)
     cold = from_columns(path)
@@ -321,7 +322,7 @@ def test_an_append_the_columns_cannot_describe_marks_them_irregular(tmp_path: Pa
     with open(path, "ab") as f:  # a hand-merged line: an id the file already has
         f.write(_json.dumps_line({**first, "parentId": None}))
     assert loading.context_json_pieces(path, None) is None
-    data = jsonl_columns.read_columns(os.path.realpath(path))
+    data = jsonl_columns.read_columns(os.path.realpath(path), os.stat(path))
     assert data is not None and not data.regular and data.ids == []  # remembered: no rescans
     assert loading.context_json_pieces(path, None) is None
 
@@ -349,7 +350,7 @@ def test_a_damaged_cache_is_never_trusted(tmp_path: Path) -> None:
     expected = full_reader(path)
     assert from_columns(path) == expected
     real = os.path.realpath(path)
-    data = jsonl_columns.read_columns(real)
+    data = jsonl_columns.read_columns(real, os.stat(path))
     assert data is not None
     # a parent cycle (which the file cannot have): the walk would never end
     parents = bytearray(data.parents)
@@ -359,10 +360,10 @@ def test_a_damaged_cache_is_never_trusted(tmp_path: Path) -> None:
     assert not os.path.exists(cols_file(path))  # and the next call rebuilds the cache
     assert from_columns(path) == expected
     # columns of different lengths, and bytes that are not msgpack: rebuilt, same output
-    data = jsonl_columns.read_columns(real)
+    data = jsonl_columns.read_columns(real, os.stat(path))
     assert data is not None
     jsonl_columns.write_columns(real, msgspec.structs.replace(data, kinds=data.kinds[:-1]))
-    assert jsonl_columns.read_columns(real) is None
+    assert jsonl_columns.read_columns(real, os.stat(path)) is None
     assert from_columns(path) == expected
     Path(cols_file(path)).write_bytes(b"\x93garbage")
     assert from_columns(path) == expected
