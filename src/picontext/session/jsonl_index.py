@@ -30,6 +30,7 @@ renamed, so a reader never sees half of one; failing to write it changes nothing
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import stat as stat_mod
@@ -177,9 +178,10 @@ def write_index(real_path: str, data: IndexData) -> None:
 
 def cache_limit(st: os.stat_result) -> int:
     """The most bytes a sound cache of a session file of this size can take: its facts and
-    columns are shorter than the lines they come from (plus the fixed fields). A larger file in
-    the cache (a damaged one, or /dev/zero's worth) is not read."""
-    return 2 * st.st_size + 65536
+    columns take about as much as the lines they come from or less (msgpack writes a float in 9
+    bytes, JSON in as few as 3: hence the margin), plus the fixed fields. A larger file in the
+    cache (a damaged one, or /dev/zero's worth) is not read."""
+    return 4 * st.st_size + 65536
 
 
 def _checksum(name: str, payload: bytes | memoryview) -> bytes:
@@ -197,18 +199,19 @@ def read_cache_file(target: str, limit: int) -> memoryview | None:
         fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    head = len(_MAGIC) + _SUM
     try:
         st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > limit + len(_MAGIC) + _SUM:
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > limit + head:
             return None
-        with open(fd, "rb", closefd=False) as f:
-            raw = f.read(limit + len(_MAGIC) + _SUM + 1)
+        # One read of the size fstat gave (a cache file is replaced, never written in place); a
+        # short read is a cache that is not there. (A file object would allocate `limit` bytes.)
+        raw = os.read(fd, st.st_size)
     except OSError:
         return None
     finally:
         os.close(fd)
-    head = len(_MAGIC) + _SUM
-    if raw[: len(_MAGIC)] != _MAGIC:
+    if len(raw) != st.st_size or raw[: len(_MAGIC)] != _MAGIC:
         return None
     payload = memoryview(raw)[head:]
     if _checksum(os.path.basename(target), payload) != raw[len(_MAGIC) : head]:
@@ -217,14 +220,14 @@ def read_cache_file(target: str, limit: int) -> memoryview | None:
 
 
 def write_cache_file(target: str, payload: bytes) -> None:
-    """Atomically (a per-process tmp, then rename): a reader sees the old cache or the new one.
+    """Atomically (a per-thread tmp, then rename): a reader sees the old cache or the new one.
     The payload goes in an envelope (magic, checksum of the file's name and the payload) that
     `read_cache_file` verifies. Directories are created 0700 and files 0600: caches hold first
     messages and names. Any OS error only costs speed next time, since every cache is checked
     against its file."""
     with contextlib.suppress(OSError):
         paths.ensure_dir(os.path.dirname(target))
-        tmp = f"{target}.{os.getpid()}.tmp"
+        tmp = f"{target}.{os.getpid()}.{_thread.get_ident()}.tmp"  # per thread: two never share one
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with open(fd, "wb") as f:
