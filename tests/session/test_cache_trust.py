@@ -42,6 +42,7 @@ COMMANDS = (("context", "--json"), ("sessions", "--all", "--json"), ("tokens", "
 KINDS = ("idx", "cols")
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+REWRITES = settings(SETTINGS, max_examples=15)  # each example runs the four commands three or four times
 
 
 class World:
@@ -211,7 +212,7 @@ def _restore(world: World, later: bool) -> None:
         assert world.answers() == world.truth
 
 
-@SETTINGS
+@REWRITES
 @given(where=st.floats(0, 1), text=EDIT_TEXT, later=st.booleans())
 def test_a_same_size_rewrite_with_the_mtime_put_back_is_never_served_from_the_cache(
         world: World, where: float, text: bytes, later: bool) -> None:
@@ -262,7 +263,7 @@ def coarse_times() -> contextlib.AbstractContextManager[None]:
     return filesystem_times(step, step)
 
 
-@SETTINGS
+@REWRITES
 @given(where=st.floats(0, 1), text=EDIT_TEXT)
 def test_where_timestamps_are_coarse_an_edit_right_after_a_write_is_still_seen(
         world: World, where: float, text: bytes) -> None:
@@ -280,7 +281,7 @@ def test_where_timestamps_are_coarse_an_edit_right_after_a_write_is_still_seen(
             assert world.answers() == truth
 
 
-@SETTINGS
+@REWRITES
 @given(at_end=st.booleans(), where=st.floats(0, 1), text=EDIT_TEXT)
 def test_where_the_ctime_stands_still_an_edit_of_either_end_is_still_seen(
         world: World, at_end: bool, where: float, text: bytes) -> None:

@@ -194,6 +194,25 @@ def test_rewritten_with_the_same_size_is_rebuilt(tmp_path: Path, calls: dict[str
     assert calls["new"] == 2
 
 
+def test_only_a_timestamp_moved_is_checked_and_recorded_again_not_rebuilt(
+        tmp_path: Path, calls: dict[str, int], settled: None) -> None:
+    """`touch` or `chmod`: the stat differs, the covered bytes hash as recorded, so the columns
+    are kept, recorded with the new stat and written back; the next call uses them as they are."""
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 1200, seed=16)
+    expected = from_columns(path)
+    assert calls == {"new": 1, "extend": 1}
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 7_000_000_000))
+    os.chmod(path, 0o640)
+    assert from_columns(path) == expected
+    assert calls == {"new": 1, "extend": 2}  # checked against every covered byte, nothing added
+    data = jsonl_columns.read_columns(os.path.realpath(path), os.stat(path))
+    with open(path, "rb") as f:
+        assert data is not None and data.unchanged(os.fstat(f.fileno()), f.fileno())  # written back
+    assert from_columns(path) == expected
+    assert calls == {"new": 1, "extend": 2}  # the cache alone
+
+
 def test_replaced_by_another_file_is_rebuilt(tmp_path: Path, calls: dict[str, int]) -> None:
     path = str(tmp_path / "s.jsonl")
     gen_realistic.generate(path, 1200, seed=10)
