@@ -8,6 +8,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from picontext import _json
 from picontext.cli import loading
-from picontext.session import jsonl_columns
+from picontext.session import jsonl_columns, jsonl_index
 from picontext.session.index import EntryIndex
 from picontext.session.manager import SessionManager
 from picontext.session.store import indexed_columns, read_session_file
@@ -211,6 +212,20 @@ def test_only_a_timestamp_moved_is_checked_and_recorded_again_not_rebuilt(
         assert data is not None and data.unchanged(os.fstat(f.fileno()), f.fileno())  # written back
     assert from_columns(path) == expected
     assert calls == {"new": 1, "extend": 2}  # the cache alone
+
+
+def test_a_file_whose_ctime_is_ahead_of_the_clock_is_checked_every_time(
+        tmp_path: Path, calls: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ctime this machine's clock has not reached (a network server's clock running ahead):
+    the cache is never recorded as settled, so every call checks it against the covered bytes;
+    never rebuilt, always the file's answer."""
+    monkeypatch.setattr(jsonl_index, "clock_ns", lambda: time.time_ns() - 60_000_000_000)
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 900, seed=17)
+    expected = full_reader(path)
+    for _ in range(3):
+        assert from_columns(path) == expected
+    assert calls == {"new": 1, "extend": 3}
 
 
 def test_replaced_by_another_file_is_rebuilt(tmp_path: Path, calls: dict[str, int]) -> None:
