@@ -318,17 +318,17 @@ def read_appended(path: str, tail: Tail, *, lazy: bool = False) -> LoadResult | 
 
 
 def indexed_facts(path: str) -> ListingFacts | None:
-    """Listing facts through the index cache: when the file did not change since it was indexed,
-    only the index is read; otherwise the file is, and the index is extended (the file grew and
-    still starts with what was indexed) or rebuilt (anything else), and written back."""
+    """Listing facts through the index cache: when the file did not change since it was indexed
+    (`CoveredPrefix.unchanged`), only the index and the two ends of the file are read; otherwise
+    the file is, and the index is extended (the file grew and still starts with what was indexed)
+    or rebuilt (anything else), and written back."""
     real = os.path.realpath(path)
     fd = _open_regular(path)
     try:
+        checked_ns = jsonl_index.clock_ns()  # before the stat: see CoveredPrefix.clean
         st = os.fstat(fd)
-        data = jsonl_index.read_index(real)
-        if data is not None and (data.dev, data.ino, data.size, data.mtime_ns) == (
-            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-        ):
+        data = jsonl_index.read_index(real, st)
+        if data is not None and data.unchanged(st, fd):
             return jsonl_index.facts_of(data, st)
         with open(fd, "rb", closefd=False) as f:
             buffer = f.read()
@@ -337,9 +337,9 @@ def indexed_facts(path: str) -> ListingFacts | None:
     hasher = None if data is None else jsonl_index.check_prefix(data, st, buffer)
     if data is None or hasher is None:
         data = jsonl_index.new_index(st)
-    before = (data.size, data.mtime_ns)
-    jsonl_index.extend(data, buffer, st, hasher)
-    if (data.size, data.mtime_ns) != before or data.size == 0:
+    before = None if hasher is None else data.state()
+    jsonl_index.extend(data, buffer, st, checked_ns, hasher)
+    if data.state() != before:
         jsonl_index.write_index(real, data)
     rest = buffer[data.size :]
     if rest.strip():  # an unterminated last line counts if it parses, as in a whole read
@@ -350,30 +350,32 @@ def indexed_facts(path: str) -> ListingFacts | None:
 
 def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
     """The entry columns of `path` through the columns cache (`jsonl_columns.py`), or None when
-    the file is not one the columns can describe (the caller then reads it whole). Unchanged file:
-    only the cache is read; grown with the covered bytes unchanged: extended; otherwise rebuilt.
-    Either way written back (unless `PICONTEXT_INDEX=0`). Lines are read later, by offset, from
-    the descriptor the view keeps (never a mapping: a file truncated meanwhile cannot crash us)."""
+    the file is not one the columns can describe (the caller then reads it whole). Unchanged file
+    (`CoveredPrefix.unchanged`): only the cache and the file's two ends are read; grown with the
+    covered bytes unchanged: extended; otherwise rebuilt. Either way written back (unless
+    `PICONTEXT_INDEX=0`). Lines are read later, by offset, from the descriptor the view keeps
+    (never a mapping: a file truncated meanwhile cannot crash us)."""
     fd = _open_regular(path)
     try:
+        checked_ns = jsonl_index.clock_ns()  # before the stat: see CoveredPrefix.clean
         st = os.fstat(fd)
         use_cache = jsonl_index.enabled()
         real = os.path.realpath(path)
-        data = jsonl_columns.read_columns(real) if use_cache else None
+        data = jsonl_columns.read_columns(real, st) if use_cache else None
         tail = b""
-        if data is None or (data.dev, data.ino, data.size, data.mtime_ns) != (
-            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-        ):
+        if data is None or not data.unchanged(st, fd):
             with open(fd, "rb", closefd=False) as f:
                 hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
+                before = None
                 if data is None or hasher is None:
                     data = jsonl_columns.new_columns(st)
                     hasher = jsonl_index.new_hasher()
                     f.seek(0)
-                before = (data.size, data.mtime_ns)
+                else:
+                    before = data.state()
                 with gc_paused():
-                    tail = jsonl_columns.extend(data, f, st, hasher)
-            if use_cache and ((data.size, data.mtime_ns) != before or data.size == 0):
+                    tail = jsonl_columns.extend(data, f, st, hasher, checked_ns)
+            if use_cache and data.state() != before:
                 jsonl_columns.write_columns(real, data)
         if not (data.regular and data.header_seen) or tail.strip():
             os.close(fd)  # an unterminated last line, or a file only the full reader understands
