@@ -150,61 +150,110 @@
   }
 
   // ---------------------------------------------------------------- markdown (DOM only)
+  // Whatever an entry holds (CRLF or CR line ends, U+2028/2029, runs of thousands of backticks,
+  // brackets or stars), rendering ends, in time linear in its length: every loop moves its index
+  // forward on every pass, and no text is searched again from a place already searched.
+  var MD_DEPTH = 8;  // block quotes nested deeper than this are shown as text
   function inline(parent, text) {
-    // `__x__` is left alone: file names like __init__.py are far more common in sessions than that bold.
-    var re = /(`+)([\s\S]*?)\1|\*\*([^*]+)\*\*|(?!)()|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)/g;
-    var last = 0, m;
-    while ((m = re.exec(text)) !== null) {
-      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
-      if (m[1]) parent.appendChild(el('code', null, m[2]));
-      else if (m[3] || m[4]) inline(parent.appendChild(el('strong')), m[3] || m[4]);
-      else if (m[5]) inline(parent.appendChild(el('em')), m[5]);
-      else if (m[6]) {
-        if (/^https?:\/\//i.test(m[7])) {
-          var a = el('a', null, m[6]); a.setAttribute('href', m[7]); a.setAttribute('rel', 'noopener noreferrer nofollow'); a.setAttribute('target', '_blank');
-          parent.appendChild(a);
-        } else parent.appendChild(document.createTextNode(m[0]));
+    // Code spans (a run of N backticks up to the next run of exactly N), **strong**, *em* and
+    // [links](https://...). `__x__` is left alone: names like __init__.py are far more common in
+    // sessions than that bold.
+    var n = text.length, i = 0, last = 0, found = {}, space = /\s/g;
+    function find(s, from) {  // text.indexOf(s, from) (s = ' ': any white space); an answer still ahead of `from` is reused
+      var f = found[s];
+      if (!f || from < f[0] || (f[1] >= 0 && f[1] < from)) {
+        var at;
+        if (s === ' ') { space.lastIndex = from; var w = space.exec(text); at = w ? w.index : -1; } else at = text.indexOf(s, from);
+        found[s] = f = [from, at];
       }
-      last = re.lastIndex;
+      return f[1];
     }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
-  }
-  function markdown(text) {
-    var root = el('div', 'md');
-    var lines = String(text).split('\n');
-    var i = 0, para = [];
-    function flush() { if (para.length) { inline(root.appendChild(el('p')), para.join('\n')); para = []; } }
-    while (i < lines.length) {
-      var line = lines[i], m;
-      if ((m = /^\s*(```+|~~~+)\s*([\w+-]*)/.exec(line))) {
-        flush();
-        var fence = m[1], body = [];
-        i++;
-        while (i < lines.length && lines[i].trim().indexOf(fence) !== 0) body.push(lines[i++]);
-        i++;
-        var pre = el('pre'), code = el('code', null, body.join('\n'));
-        if (m[2]) code.dataset.lang = m[2];
-        root.appendChild(add(pre, code));
+    var runs = [], closer = [], r = 0;  // backtick runs [start, length] and the index of each one's closer
+    for (var k = text.indexOf('`'); k >= 0; k = text.indexOf('`', k)) {
+      var e = k; while (e < n && text.charCodeAt(e) === 96) e++;
+      runs.push([k, e - k]); k = e;
+    }
+    var nextOfLength = new Map();
+    for (var j = runs.length - 1; j >= 0; j--) {
+      closer[j] = nextOfLength.has(runs[j][1]) ? nextOfLength.get(runs[j][1]) : -1;
+      nextOfLength.set(runs[j][1], j);
+    }
+    function emit(upto, node) {
+      if (upto > last) parent.appendChild(document.createTextNode(text.slice(last, upto)));
+      return node ? parent.appendChild(node) : null;
+    }
+    while (i < n) {
+      var c = text.charCodeAt(i), q;
+      if (c === 96) {  // `
+        while (runs[r][0] < i) r++;
+        var run = runs[r], to = closer[r];
+        if (to >= 0) { emit(i, el('code', null, text.slice(i + run[1], runs[to][0]))); i = last = runs[to][0] + run[1]; r = to + 1; }
+        else { i += run[1]; r++; }  // no closing run of that length: the backticks are text
         continue;
       }
-      if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) { flush(); inline(root.appendChild(el('h' + Math.min(6, m[1].length + 2))), m[2]); i++; continue; }
-      if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { flush(); root.appendChild(el('hr')); i++; continue; }
-      if (/^\s*>/.test(line)) {
-        flush(); var quote = [];
-        while (i < lines.length && /^\s*>/.test(lines[i])) quote.push(lines[i++].replace(/^\s*>\s?/, ''));
-        add(root, add(el('blockquote'), markdown(quote.join('\n')))); continue;
-      }
-      if ((m = /^(\s*)([-*+]|\d+[.)])\s+/.exec(line))) {
-        flush();
-        var ordered = /\d/.test(m[2]), list = el(ordered ? 'ol' : 'ul');
-        while (i < lines.length && (m = /^(\s*)([-*+]|\d+[.)])\s+(.*)$/.exec(lines[i]))) {
-          var li = el('li'); var item = m[3].replace(/^\[( |x)\]\s/, function (_, x) { return x === 'x' ? '☑ ' : '☐ '; });
-          inline(li, item); list.appendChild(li); i++;
+      if (c === 42 && text.charCodeAt(i + 1) === 42) {  // **strong**
+        q = find('*', i + 2);
+        if (q > i + 2 && text.charCodeAt(q + 1) === 42) { inline(emit(i, el('strong')), text.slice(i + 2, q)); i = last = q + 2; continue; }
+      } else if (c === 42 && i + 1 < n && !/\s/.test(text.charAt(i + 1))) {  // *em*
+        q = find('*', i + 1);
+        if (q > i + 1) { inline(emit(i, el('em')), text.slice(i + 1, q)); i = last = q + 1; continue; }
+      } else if (c === 91) {  // [text](url)
+        q = find(']', i + 1);
+        if (q > i + 1 && text.charCodeAt(q + 1) === 40) {
+          var close = find(')', q + 2), blank = find(' ', q + 2);
+          if (close > q + 2 && (blank < 0 || blank > close)) {
+            var url = text.slice(q + 2, close), label = text.slice(i + 1, q);
+            if (/^https?:\/\//i.test(url)) {
+              var a = el('a', null, label); a.setAttribute('href', url); a.setAttribute('rel', 'noopener noreferrer nofollow'); a.setAttribute('target', '_blank');
+              emit(i, a); last = close + 1;
+            }
+            i = close + 1; continue;  // another scheme: the whole link stays text
+          }
         }
-        root.appendChild(list); continue;
       }
-      if (!line.trim()) { flush(); i++; continue; }
-      para.push(line); i++;
+      i++;
+    }
+    emit(n);
+  }
+  var FENCE = /^\s*(```+|~~~+)\s*([\w+-]*)/, HEADING = /^(#{1,6})[ \t]+/, RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
+  var QUOTE = /^\s*>/, ITEM = /^(\s*)([-*+]|\d+[.)])\s+/;
+  function markdown(text, depth) {
+    depth = depth || 0;
+    var root = el('div', 'md');
+    var lines = String(text).split(/\r\n?|\n/);  // CommonMark's line ends; U+2028/2029 are text
+    var i = 0, para = [], m;
+    function flush() { if (para.length) { inline(root.appendChild(el('p')), para.join('\n')); para = []; } }
+    // Each branch below consumes the line it matched (i grows on every pass).
+    while (i < lines.length) {
+      var line = lines[i];
+      if ((m = FENCE.exec(line))) {
+        flush();
+        var fence = m[1], body = [];
+        for (i++; i < lines.length && lines[i].trim().indexOf(fence) !== 0; i++) body.push(lines[i]);
+        i++;  // the closing fence (or past the end)
+        var code = el('code', null, body.join('\n'));
+        if (m[2]) code.dataset.lang = m[2];
+        root.appendChild(add(el('pre'), code));
+      } else if ((m = HEADING.exec(line))) {
+        flush(); inline(root.appendChild(el('h' + Math.min(6, m[1].length + 2))), line.slice(m[0].length)); i++;
+      } else if (RULE.test(line)) {
+        flush(); root.appendChild(el('hr')); i++;
+      } else if (QUOTE.test(line) && depth < MD_DEPTH) {
+        flush(); var quote = [];
+        do quote.push(lines[i++].replace(/^\s*>\s?/, '')); while (i < lines.length && QUOTE.test(lines[i]));
+        add(root, add(el('blockquote'), markdown(quote.join('\n'), depth + 1)));
+      } else if ((m = ITEM.exec(line))) {
+        flush();
+        var list = el(/\d/.test(m[2]) ? 'ol' : 'ul');
+        do {
+          var item = lines[i++].slice(m[0].length).replace(/^\[( |x)\]\s/, function (_, x) { return x === 'x' ? '☑ ' : '☐ '; });
+          inline(list.appendChild(el('li')), item);
+        } while (i < lines.length && (m = ITEM.exec(lines[i])));
+        root.appendChild(list);
+      } else {
+        if (line.trim()) para.push(line); else flush();
+        i++;
+      }
     }
     flush();
     return root;
