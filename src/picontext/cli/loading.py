@@ -93,7 +93,9 @@ class LoadedSession:
 
     def resolve_leaf(self, leaf: str | None) -> LeafArg:
         if leaf is None:
-            return LAST
+            # Pi's leaf after loading is the last entry's id: a null one means an empty context.
+            last = self.entries[-1] if self.entries else None
+            return None if isinstance(last, dict) and "id" in last and last["id"] is None else LAST
         if leaf not in self.by_id:
             raise SessionOpenError(f"entry {leaf!r} not found in {self.path}")
         return leaf
@@ -110,6 +112,8 @@ def add_file_argument(parser: Any) -> None:
 def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    from msgspec import UNSET
+
     from picontext.session.index import EntryIndex
     from picontext.session.live import LiveProjection
     from picontext.session.migrations import migrate_to_current
@@ -122,7 +126,9 @@ def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     if leaf is not None and leaf not in index:
         raise SessionOpenError(f"entry {leaf!r} not found in {path}")
     live = LiveProjection()
-    live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
+    last_id = index.last_id()  # Pi's leaf after loading (an absent id: start at the last entry)
+    start: Any = leaf if leaf is not None else LAST if last_id is UNSET else last_id
+    live.rebuild(index, path_to(index, start))
     return live.projection()
 
 
