@@ -16,12 +16,20 @@
   function el(tag, cls, text) {
     var n = document.createElement(tag);
     if (cls) n.className = cls;
-    if (text !== undefined && text !== null) n.textContent = String(text);
+    if (text !== undefined && text !== null) n.textContent = str(text);
     return n;
   }
+  // Text of any value from the file: JSON for an object (String() of {"toString": 1} would throw).
+  function str(v) {
+    if (typeof v === 'string') return v;
+    if (v === null || typeof v !== 'object') return String(v);
+    try { return JSON.stringify(v); } catch (e) { return '?'; }
+  }
   function add(parent) { for (var i = 1; i < arguments.length; i++) if (arguments[i]) parent.appendChild(arguments[i]); return parent; }
-  function fmt(n) { return (n === null || n === undefined || n !== n) ? '–' : Math.round(n).toLocaleString('en-US'); }
-  function money(n) { return n ? '$' + n.toFixed(4) : '–'; }
+  // Numbers read from the file may be anything (a string, an object): only a number is shown as one.
+  function fmt(n) { return typeof n !== 'number' || n !== n ? '–' : Math.round(n).toLocaleString('en-US'); }
+  function money(n) { return typeof n === 'number' && n ? '$' + n.toFixed(4) : '–'; }
+  function arr(v) { return Array.isArray(v) ? v : []; }
   function entry(i) {
     if (!parsed.has(i)) { var v; try { v = JSON.parse(LINES[i]); } catch (e) { v = null; } parsed.set(i, v); }
     return parsed.get(i);
@@ -220,7 +228,7 @@
   function markdown(text, depth) {
     depth = depth || 0;
     var root = el('div', 'md');
-    var lines = String(text).split(/\r\n?|\n/);  // CommonMark's line ends; U+2028/2029 are text
+    var lines = str(text).split(/\r\n?|\n/);  // CommonMark's line ends; U+2028/2029 are text
     var i = 0, para = [], m;
     function flush() { if (para.length) { inline(root.appendChild(el('p')), para.join('\n')); para = []; } }
     // Each branch below consumes the line it matched (i grows on every pass).
@@ -259,13 +267,13 @@
     return root;
   }
   function pre(text, cls) { return el('pre', cls || 'code', text); }
-  function pretty(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); } }
+  function pretty(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return str(v); } }
 
   // ---------------------------------------------------------------- entry view
   function ref(id, text) {
     var i = idIndex.get(id);
-    if (i === undefined) return el('span', 'meta-line', text || String(id));
-    var a = el('a', 'ref', text || String(id));
+    if (i === undefined) return el('span', 'meta-line', text || str(id));
+    var a = el('a', 'ref', text || str(id));
     a.dataset.goto = String(i);
     return a;
   }
@@ -274,14 +282,14 @@
     if (!Array.isArray(content)) return;
     content.forEach(function (b) {
       if (!b || typeof b !== 'object') return;
-      if (b.type === 'text') box.appendChild(role === 'toolResult' ? pre(String(b.text || '')) : markdown(String(b.text || '')));
+      if (b.type === 'text') box.appendChild(role === 'toolResult' ? pre(str(b.text || '')) : markdown(str(b.text || '')));
       else if (b.type === 'thinking') {
-        var d = el('details', 'thinking'); add(d, el('summary', null, 'thinking (' + fmt(String(b.thinking || '').length) + ' chars)'), markdown(String(b.thinking || '')));
+        var d = el('details', 'thinking'); add(d, el('summary', null, 'thinking (' + fmt(str(b.thinking || '').length) + ' chars)'), markdown(str(b.thinking || '')));
         box.appendChild(d);
       } else if (b.type === 'toolCall') {
-        var t = el('div', 'tool'); add(t, el('span', 'name', '→ ' + b.name), el('span', 'meta-line', '  ' + (b.id || '')), pre(pretty(b.arguments)));
+        var t = el('div', 'tool'); add(t, el('span', 'name', '→ ' + str(b.name)), el('span', 'meta-line', '  ' + str(b.id || '')), pre(pretty(b.arguments)));
         box.appendChild(t);
-      } else if (b.type === 'image') box.appendChild(el('div', 'pill', '[image ' + (b.mimeType || '') + ']'));
+      } else if (b.type === 'image') box.appendChild(el('div', 'pill', '[image ' + str(b.mimeType || '') + ']'));
       else box.appendChild(pre(pretty(b)));
     });
   }
@@ -295,7 +303,7 @@
     var head = el('div', 'entry-head');
     add(head, el('span', 'kind ' + 'k-' + kind, kind), el('span', 'meta-line', id));
     if (e && e.timestamp) add(head, el('span', 'meta-line', e.timestamp));
-    if (labelOf.has(i)) add(head, el('span', 'pill', 'label: ' + labelOf.get(i)));
+    if (labelOf.has(i)) add(head, el('span', 'pill', 'label: ' + str(labelOf.get(i))));
     if (i === D.leaf) add(head, el('span', 'pill', 'current leaf'));
     if (!onBranch[i]) add(head, el('span', 'pill', 'not on the shown branch'));
     var st = stateOf.get(i);
@@ -308,32 +316,32 @@
       var m = e.message;
       if (m.role === 'toolResult') {
         var t = el('div', 'tool' + (m.isError ? ' error' : ''));
-        add(t, el('span', 'name', '← ' + (m.toolName || '?')), el('span', 'meta-line', '  ' + (m.toolCallId || '') + (m.isError ? '  (error)' : '')));
+        add(t, el('span', 'name', '← ' + str(m.toolName || '?')), el('span', 'meta-line', '  ' + str(m.toolCallId || '') + (m.isError ? '  (error)' : '')));
         renderContent(t, m.content, 'toolResult'); body.appendChild(t);
       } else if (m.role === 'bashExecution') {
-        add(body, pre('$ ' + (m.command || '')), pre(String(m.output || '')));
+        add(body, pre('$ ' + str(m.command || '')), pre(str(m.output || '')));
       } else if (m.role === 'system') {
         if (m.content) renderContent(body, m.content, 'system');
-        if (m.sections && typeof m.sections === 'object') Object.keys(m.sections).forEach(function (k) { add(body, el('h3', null, k), markdown(String(m.sections[k]))); });
+        if (m.sections && typeof m.sections === 'object') Object.keys(m.sections).forEach(function (k) { add(body, el('h3', null, k), markdown(str(m.sections[k]))); });
         if (m.toolsAdded) add(body, el('h3', null, 'tools'), pre(pretty(m.toolsAdded)));
       } else renderContent(body, m.content, m.role);
       if (m.role === 'assistant') {
-        var u = m.usage || {};
-        add(body, el('div', 'meta-line', (m.provider || '?') + '/' + (m.model || '?') + ' · stop ' + (m.stopReason || '?') +
+        var u = m.usage && typeof m.usage === 'object' ? m.usage : {};
+        add(body, el('div', 'meta-line', str(m.provider || '?') + '/' + str(m.model || '?') + ' · stop ' + str(m.stopReason || '?') +
           ' · input ' + fmt(u.input) + ' · output ' + fmt(u.output) + ' · cache read ' + fmt(u.cacheRead) + ' · total ' + fmt(u.totalTokens) +
           (u.cost && u.cost.total ? ' · ' + money(u.cost.total) : '')));
         if (m.errorMessage) add(body, el('div', 'pill error', m.errorMessage));
       }
     } else if (e.type === 'custom_message') {
-      add(body, el('div', 'meta-line', 'custom message [' + e.customType + ']')); renderContent(body, e.content, 'custom');
+      add(body, el('div', 'meta-line', 'custom message [' + str(e.customType) + ']')); renderContent(body, e.content, 'custom');
     } else if (e.type === 'compaction') {
       var k = compactionAt.get(i);
       add(body, el('div', 'meta-line', 'tokens before ' + fmt(e.tokensBefore) + ' · kept from '), null);
       body.lastChild.appendChild(ref(e.firstKeptEntryId));
       if (k !== undefined) { var a = el('a', 'ref', 'what it summarized →'); a.dataset.compaction = String(k); add(body, a); }
-      body.appendChild(markdown(String(e.summary || '')));
+      body.appendChild(markdown(str(e.summary || '')));
     } else if (e.type === 'branch_summary') {
-      add(body, add(el('div', 'meta-line', 'summary of the branch left at '), ref(e.fromId)), markdown(String(e.summary || '')));
+      add(body, add(el('div', 'meta-line', 'summary of the branch left at '), ref(e.fromId)), markdown(str(e.summary || '')));
     } else if (e.type === 'context_edit') {
       add(body, add(el('div', 'meta-line', (e.replacement === null ? 'omits ' : 'replaces the content of ')), ref(e.targetId)));
       if (e.replacement !== null) body.appendChild(pre(pretty(e.replacement)));
@@ -403,7 +411,7 @@
     comps.forEach(function (c) {
       var x = c[1] <= 0 ? L : c[1] >= n ? W - R : (X(c[1] - 1) + X(c[1])) / 2;
       var gm = sv('g', { 'class': 'mark-compaction' + (c[4] ? ' overflow' : '') }, svg);
-      gm.dataset.entry = D.ids[c[0]]; gm.dataset.before = String(c[2]); gm.dataset.after = String(c[3]);
+      gm.dataset.entry = D.ids[c[0]]; gm.dataset.before = str(c[2]); gm.dataset.after = str(c[3]);
       gm.dataset.x = String(x);
       sv('line', { x1: x, x2: x, y1: T, y2: H - B }, gm);
       sv('path', { d: 'M' + (x - 6) + ' ' + T + 'L' + (x + 6) + ' ' + T + 'L' + x + ' ' + (T + 9) + 'Z' }, gm);
@@ -495,14 +503,14 @@
       var h = add(el('h3', null, (pc[4] ? 'Overflow recovery ' : 'Compaction ') + (k + 1) + ' · '), ref(D.ids[c.index]));
       card.appendChild(h);
       var facts = el('div', 'meta-line', 'tokens before ' + fmt(c.tokensBefore) + ' → after ' + fmt(pc[3]) + ' (estimate) · summarized ' + fmt(c.summarized.length) + ' entries · cut point: kept from ');
-      facts.appendChild(c.firstKeptIndex !== null ? ref(c.firstKept) : el('span', null, String(c.firstKept) + ' (nothing kept)'));
+      facts.appendChild(c.firstKeptIndex !== null ? ref(c.firstKept) : el('span', null, str(c.firstKept) + ' (nothing kept)'));
       card.appendChild(facts);
       if (c.usage) {  // what the summary call cost: cache reads vs writes show whether the prompt cache served it
         var u = c.usage, dd = c.details || {}, pcache = dd.promptCache;
-        card.appendChild(el('div', 'meta-line summary-cost', 'summary call' + (dd.summaryModel ? ' by ' + dd.summaryModel : '') +
+        card.appendChild(el('div', 'meta-line summary-cost', 'summary call' + (dd.summaryModel ? ' by ' + str(dd.summaryModel) : '') +
           ': input ' + fmt(u.input || 0) + ' · output ' + fmt(u.output || 0) + ' · cache read ' + fmt(u.cacheRead || 0) +
           ' · cache write ' + fmt(u.cacheWrite || 0) + (u.cost && typeof u.cost.total === 'number' ? ' · ' + money(u.cost.total) : '') +
-          (pcache ? (pcache.reused ? ' · over the session\'s cached prefix' : ' · cached prefix not used: ' + String(pcache.reason || '')) : '')));
+          (pcache ? (pcache.reused ? ' · over the session\'s cached prefix' : ' · cached prefix not used: ' + str(pcache.reason || '')) : '')));
       }
       var sum = el('details'); sum.open = k === D.compactions.length - 1;
       add(sum, el('summary', null, 'summary (' + fmt(c.summary.length) + ' chars)'), markdown(c.summary)); card.appendChild(sum);
@@ -510,13 +518,13 @@
       lb.appendChild(el('strong', null, 'ledger (verified facts)'));
       var any = false;
       if (led.lastUserRequest) { any = true; add(lb, el('div', 'meta-line', 'last user request'), pre(led.lastUserRequest)); }
-      if (led.modifiedFiles && led.modifiedFiles.length) { any = true; add(lb, el('div', 'meta-line', 'modified files'), pre(led.modifiedFiles.join('\n'))); }
-      if (led.errors && led.errors.length) { any = true; add(lb, el('div', 'meta-line', 'errors'), pre(led.errors.join('\n'))); }
+      if (arr(led.modifiedFiles).length) { any = true; add(lb, el('div', 'meta-line', 'modified files'), pre(arr(led.modifiedFiles).map(str).join('\n'))); }
+      if (arr(led.errors).length) { any = true; add(lb, el('div', 'meta-line', 'errors'), pre(arr(led.errors).map(str).join('\n'))); }
       if (!any) lb.appendChild(el('span', 'meta-line', ' — none recorded'));
       card.appendChild(lb);
       var files = c.details || {};
       ['readFiles', 'modifiedFiles'].forEach(function (key) {
-        if (Array.isArray(files[key]) && files[key].length) add(card, el('div', 'meta-line', key + ': ' + files[key].join(', ')));
+        if (Array.isArray(files[key]) && files[key].length) add(card, el('div', 'meta-line', key + ': ' + files[key].map(str).join(', ')));
       });
       var list = el('details', 'summarized'); list.dataset.count = String(c.summarized.length);
       add(list, el('summary', null, 'entries it summarized (' + fmt(c.summarized.length) + ') — click one for its original text'));
