@@ -38,8 +38,9 @@ THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh")
 def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """--model, --thinking and where the conversation is kept: --session/--no-session/-c/-r.
 
-    `suppress=True` leaves attributes unset when a flag is absent (for the top-level parser, so a
-    subcommand's own defaults are not overwritten)."""
+    `suppress=True` leaves attributes unset when a flag is absent: the top-level parser then does
+    not overwrite a subcommand's value, nor a subcommand the value given before its name
+    (`picontext --model X rpc`)."""
     default: Any = argparse.SUPPRESS if suppress else None
     flag: Any = argparse.SUPPRESS if suppress else False
     parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
