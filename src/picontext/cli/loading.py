@@ -222,12 +222,12 @@ def _read(path: str, *, lazy: bool) -> LoadResult:
     return result
 
 
-def _session_files(directory: str) -> list[str]:
-    """The regular *.jsonl files of `directory` (a FIFO or device of that name would never end)."""
-    try:
-        names = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".jsonl")]
-    except OSError:
-        return []
+def _session_files(directory: str, root: str | None = None) -> list[str]:
+    """The regular *.jsonl files of `directory` (a FIFO or device of that name would never end),
+    links only when they stay inside `root` (as `picontext sessions` lists them)."""
+    from picontext.session.listing import jsonl_files
+
+    names = jsonl_files(directory, root)
     out = []
     for path in names:
         try:
@@ -283,7 +283,7 @@ def session_path(ref: str | None, cwd: str, *, create: bool = False) -> str:
             dirs = [os.path.join(root, d) for d in os.listdir(root)]
         except OSError:
             dirs = []
-        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d)], ref)
+        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d, root)], ref)
     if len(set(matches.values())) > 1:
         shown = ", ".join(sorted(set(matches.values()))[:5])
         raise SessionOpenError(f"session id prefix {ref!r} is ambiguous: {shown}")
