@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from picontext._files import file_kind
 from picontext.errors import PicontextError, SessionFormatError
 from picontext.session import paths
 from picontext.session.projection import LAST, LeafArg, SessionProjection
-from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_header
+from picontext.session.store import HEADER_SCAN_LIMIT, JsonlSessionStore, indexed_columns, read_session_header
 
 if TYPE_CHECKING:  # imported where used: `context --json` needs none of them
     from picontext.session.manager import SessionManager
@@ -25,14 +26,6 @@ class SessionOpenError(PicontextError):
 
 
 MAX_WARNINGS = 10
-
-
-def describe_file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
@@ -47,7 +40,7 @@ def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not stat.S_ISREG(mode):
-        raise SessionOpenError(f"is {describe_file_type(mode)}, not a session file: {path}")
+        raise SessionOpenError(f"is {file_kind(mode)}, not a session file: {path}")
 
 
 def print_warnings(lines: list[str]) -> None:
@@ -216,7 +209,12 @@ def _read(path: str, *, lazy: bool) -> LoadResult:
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not result.valid:
-        why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
+        if result.entries or result.skipped:
+            why = "its first line is not a session header"
+        elif result.size > HEADER_SCAN_LIMIT:
+            why = f"no session header in its first {HEADER_SCAN_LIMIT // (1024 * 1024)} MiB"
+        else:
+            why = "it is empty"
         raise SessionOpenError(f"not a session file ({why}): {path}")
     print_warnings(result.warnings(path))
     return result

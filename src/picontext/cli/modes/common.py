@@ -17,6 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from picontext._files import read_config_text
 from picontext.agent.events import AgentEvent
 from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
@@ -117,12 +118,15 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
 
 def settings_model() -> str | None:
     path = picontext_dir() / "settings.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    text = read_config_text(path)
+    if text is None:
         return None
-    except (OSError, ValueError) as exc:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         raise CliError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        return None  # load_settings says what is wrong with it
     provider, model = data.get("defaultProvider"), data.get("defaultModel")
     return f"{provider}/{model}" if isinstance(provider, str) and isinstance(model, str) else None
 
