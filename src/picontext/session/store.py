@@ -542,9 +542,19 @@ class JsonlSessionStore:
     def _held(self) -> bool:
         return self._key() in _HELD.get()
 
+    def _open_for_writing(self, flags: int) -> int:
+        """`_open_regular`, with a file that cannot be written (a read-only filesystem, another
+        user's file, an immutable one) as SessionWriteError: one line, nothing written."""
+        try:
+            return _open_regular(self.path, flags)
+        except (FileNotFoundError, SessionFormatError):
+            raise
+        except OSError as exc:
+            raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror or exc}") from None
+
     def _try_lock(self, flags: int) -> int | None:
         """A descriptor holding the file's flock, or None when another writer holds it."""
-        fd = _open_regular(self.path, flags)
+        fd = self._open_for_writing(flags)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -573,7 +583,7 @@ class JsonlSessionStore:
         if self._held():
             # This thread or task holds the writer section: a second flock from another
             # descriptor would wait for ourselves, so write through a plain descriptor.
-            fd = _open_regular(self.path, flags)
+            fd = self._open_for_writing(flags)
             try:
                 yield fd
             finally:
@@ -685,7 +695,7 @@ class JsonlSessionStore:
 
     def create(self, file_entries: list[Any]) -> Tail:
         """Write a brand-new file; fails with FileExistsError if the path already exists."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._make_directory()
         payload = _encode(file_entries)
         tmp = self._tmp_path()
         self._write_new(tmp, payload)
@@ -701,7 +711,7 @@ class JsonlSessionStore:
 
     def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> Tail:
         """Atomically replace the file's content (tmp + fsync + rename), keeping a backup."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._make_directory()
         if self.exists() and not os.path.isfile(self.path):
             raise _not_regular(self.path, _files.file_kind(os.stat(self.path).st_mode))
         tmp = self._tmp_path()
@@ -720,11 +730,21 @@ class JsonlSessionStore:
         _fsync_dir(self.path)
         return self.tail() or Tail((0, 0), len(payload))
 
+    def _make_directory(self) -> None:
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        except OSError as exc:
+            raise SessionWriteError(f"Cannot create the directory of session file {self.path}: "
+                                    f"{exc.strerror or exc}") from None
+
     def _tmp_path(self) -> str:
         return f"{self.path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
 
     def _write_new(self, tmp: str, payload: bytes) -> None:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:  # a read-only directory or filesystem
+            raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror or exc}") from None
         try:
             self._write_all(fd, payload, 0)
             os.fsync(fd)

@@ -98,9 +98,15 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     url = store_url()
     if url is not None:  # --store URL: the same choices, in the session database
         return open_stored_manager(args, cwd, url)
-    warn = CappedWarnings()
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
+    manager = _open_file_manager(args, cwd)
+    _check_writable(manager)
+    return manager
+
+
+def _open_file_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    warn = CappedWarnings()
     if flag(args, "session"):
         path = session_path(args.session, cwd, create=True)
         # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
@@ -114,6 +120,23 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     if flag(args, "continue_"):
         return SessionManager.continue_recent(cwd, warn=warn)
     return SessionManager.create(cwd, warn=warn)
+
+
+def _check_writable(manager: SessionManager) -> None:
+    """The session's file must take the prompt and the reply: one that cannot be written (a
+    read-only filesystem, another user's file or directory, an immutable file) is refused now,
+    before the model is asked, not after its reply. (A new session's file is made with the first
+    reply, so for it the directory is asked.)"""
+    path = manager.get_session_file()
+    if not path:
+        return
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise CliError(f"Cannot write session file {path}: it is not writable")
+        return
+    directory = os.path.dirname(path) or "."
+    if os.path.isdir(directory) and not os.access(directory, os.W_OK | os.X_OK):
+        raise CliError(f"Cannot write session file {path}: its directory is not writable")
 
 
 def settings_model() -> str | None:
