@@ -229,3 +229,25 @@ def test_sessions_does_not_follow_a_link_out_of_its_directory(home: Path, tmp_pa
     assert result.code == 0 and json.loads(result.out) == [], result.out
     lookup = run_cli("show", "5ec12e7")
     assert lookup.code == 2 and "no session with id '5ec12e7'" in lookup.err, lookup.err
+
+
+def test_continue_does_not_pick_a_link_out_of_the_session_directory(home: Path, tmp_path: Path) -> None:
+    from picontext.session import paths
+    from picontext.session.listing import find_most_recent_session
+
+    directory = Path(paths.default_session_dir(str(tmp_path), create=True))
+    mine = write_session(directory / "mine.jsonl", [{**HEADER, "cwd": str(tmp_path)},
+                                                    entry("a", None, type="message", message=user("mine"))])
+    outside = write_session(tmp_path / "secret.jsonl", [{**HEADER, "id": "s2", "cwd": str(tmp_path)},
+                                                        entry("a", None, type="message", message=user("secret"))])
+    (directory / "newest.jsonl").symlink_to(outside)
+    os.utime(mine, (1_000_000, 1_000_000))  # the link's target is the most recent file
+    assert find_most_recent_session(str(directory)) == str(mine)
+
+
+def test_a_settings_file_over_16_mib_is_not_read(home: Path, session: Path) -> None:
+    with open(home / "settings.json", "wb") as f:
+        f.truncate(17 * 1024 * 1024)
+    result = run_cli("compact", "--dry-run", str(session))
+    assert result.code == 2 and len(result.err.splitlines()) == 1, result.err
+    assert "settings.json is larger than 16 MiB" in result.err
