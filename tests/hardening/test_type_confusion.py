@@ -18,7 +18,15 @@ COMMANDS = (*READ_ONLY, ["show", "--full"], ["tree", "--json"], ["compact", "--d
 
 
 def _run_all(path: Path, out: Path) -> None:
+    from picontext.cli.modes.pickers import tree_rows
+    from picontext.errors import SessionFormatError
+    from picontext.session.manager import SessionManager
+
     data = path.read_bytes()
+    try:  # the chat's /tree picker
+        tree_rows(SessionManager.open(str(path), warn=lambda m: None))
+    except SessionFormatError:
+        pass  # not a session: the chat says so in one line
     for argv in COMMANDS:
         args = [a.replace("{out}", str(out)) for a in argv]
         result = run_cli(*args, str(path))  # an exception here is a traceback for the user
