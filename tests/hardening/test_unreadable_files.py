@@ -50,16 +50,6 @@ def one_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def home() -> Path:
-    return Path(os.environ["PICONTEXT_DIR"])
-
-
-@pytest.fixture
-def session(tmp_path: Path) -> Path:
-    return write_session(tmp_path / "s.jsonl", [HEADER, entry("a", None, type="message", message=user("hi"))])
-
-
 def _not_a_file(path: Path, kind: str) -> None:
     if kind == "fifo":
         os.mkfifo(path)

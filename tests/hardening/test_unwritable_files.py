@@ -12,20 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hostile_files import HEADER, entry, user, write_session
+from hostile_files import HEADER, entry, user
 from test_unreadable_files import one_line, picontext
 
 from picontext.testing import ScriptedModelServer
-
-
-@pytest.fixture
-def home() -> Path:
-    return Path(os.environ["PICONTEXT_DIR"])
-
-
-@pytest.fixture
-def session(tmp_path: Path) -> Path:
-    return write_session(tmp_path / "s.jsonl", [HEADER, entry("a", None, type="message", message=user("hi"))])
 
 
 @pytest.fixture

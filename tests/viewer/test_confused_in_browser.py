@@ -16,6 +16,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hardening"))
 from confused_sessions import BASE, PATHS, confuse, write
 from hostile_files import run_cli
+from test_markdown_in_browser import load_showing_all
 
 VALUES = [[], ["x"], {}, {"a": 1}, {"total": 1}, {"toString": "x", "valueOf": 1}, 0, 1.5, -1, None, True, False,
           "", "x", "e05"]
@@ -38,11 +39,7 @@ def _path(aimed: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def open_everything(browser: Any, page: Path) -> int:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser.get(page.as_uri())
-    WebDriverWait(browser, 60).until(lambda d: d.execute_script("return document.body.dataset.lines"))
-    browser.find_element("css selector", "#filters button[data-filter='all']").click()
+    load_showing_all(browser, page)
     return browser.execute_script(  # type: ignore[no-any-return]
         "const t = document.getElementById('tree'); const n = Number(t.dataset.count); let opened = 0;"
         "t.querySelector('.row').click();"
@@ -66,7 +63,6 @@ def test_type_confused_sessions_render(browser: Any, tmp_path: Path) -> None:
         page = tmp_path / f"c{n}.html"
         result = run_cli("export", str(session), "-o", str(page))
         assert result.code == 0, (mutations, result.err)
-        browser.get_log("browser")
         opened = open_everything(browser, page)
         assert opened == len(BASE) - 1, mutations
         errors = [m for m in browser.get_log("browser") if m.get("level") == "SEVERE"]

@@ -59,19 +59,24 @@ def write_session(path: Path, texts: list[str], summary: str) -> Path:
     return path
 
 
-def open_every_entry(browser: Any, session: Path, tmp_path: Path) -> list[int]:
-    """Export, load, then walk every row of the "all" filter with the Down key (each opens its
-    entry synchronously); returns the entry index shown after each step."""
+def load_showing_all(browser: Any, page: Path) -> None:
+    """Open the page, wait for its entries, empty the console log, show every entry in the tree."""
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = tmp_path / (session.stem + ".html")
-    subprocess.run([sys.executable, "-m", "picontext", "export", str(session), "-o", str(page)], check=True,
-                   capture_output=True, timeout=300)
     browser.set_script_timeout(SCRIPT_LIMIT_S)
     browser.get(page.as_uri())
     WebDriverWait(browser, SCRIPT_LIMIT_S).until(lambda d: d.execute_script("return document.body.dataset.lines"))
     browser.get_log("browser")
     browser.find_element("css selector", "#filters button[data-filter='all']").click()
+
+
+def open_every_entry(browser: Any, session: Path, tmp_path: Path) -> list[int]:
+    """Export, load, then walk every row of the "all" filter with the Down key (each opens its
+    entry synchronously); returns the entry index shown after each step."""
+    page = tmp_path / (session.stem + ".html")
+    subprocess.run([sys.executable, "-m", "picontext", "export", str(session), "-o", str(page)], check=True,
+                   capture_output=True, timeout=300)
+    load_showing_all(browser, page)
     return browser.execute_script(  # type: ignore[no-any-return]
         "const t = document.getElementById('tree'); const n = Number(t.dataset.count); const seen = [];"
         "t.querySelector('.row').click(); seen.push(Number(document.getElementById('tab-entry').dataset.index));"

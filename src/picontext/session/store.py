@@ -414,23 +414,20 @@ def _scan_header(f: Any) -> tuple[str, Any]:
     header discovery reads them (blank, unreadable and falsy lines skipped): ("header", value),
     ("other", value) for a first value that is not a header, ("limit", None) when the budget
     ran out first, ("end", None) when the file did."""
-    scanned = 0
-    while True:
-        raw = f.readline(HEADER_SCAN_LIMIT - scanned + 1)
-        if not raw:
-            return "end", None
-        scanned += len(raw)
-        if scanned > HEADER_SCAN_LIMIT:
-            return "limit", None
-        if not raw.strip():
-            continue
-        try:
-            value = _json.loads(raw)
-        except _json.JsonLineError:
-            continue
-        if _is_js_falsy(value):
-            continue
-        return ("header" if is_header(value) else "other"), value
+    left = HEADER_SCAN_LIMIT
+
+    def lines() -> Iterator[bytes]:
+        nonlocal left
+        while raw := f.readline(left + 1):
+            left -= len(raw)
+            if left < 0:
+                return
+            yield raw
+
+    for value in parsed_values(lines()):
+        if not _is_js_falsy(value):
+            return ("header" if is_header(value) else "other"), value
+    return ("limit" if left < 0 else "end"), None
 
 
 def _refused_early(f: Any, st: os.stat_result) -> LoadResult | None:
