@@ -274,3 +274,23 @@ async def test_overflow_recovery_cancels_a_running_background_summary(
     ends = of(events, "compaction_end")
     assert [e["reason"] for e in ends] == ["overflow"] and ends[0]["willRetry"] is True
     assert "RECOVERY SUMMARY" in ends[0]["result"]["summary"] and "blocking" in calls
+
+
+def test_an_edit_whose_target_is_not_a_string_does_not_break_the_check() -> None:
+    """A context edit written by another writer with a list as `targetId` (a hostile file) edits
+    nothing the summary holds: the summary still applies (it raised TypeError: unhashable)."""
+    from types import SimpleNamespace
+
+    from picontext.agent.background_compaction import BackgroundCompaction, _Job
+
+    ts = "2026-01-01T00:00:00.000Z"
+    branch = [{"type": "message", "id": "a", "parentId": None, "timestamp": ts, "message": {"role": "user"}},
+              {"type": "context_edit", "id": "b", "parentId": "a", "timestamp": ts, "targetId": ["a"],
+               "replacement": None}]
+    runtime: Any = SimpleNamespace(s=SimpleNamespace(manager=SimpleNamespace(get_branch=lambda: branch)))
+    plan: Any = SimpleNamespace(preparation=SimpleNamespace(first_kept_entry_id="a"))
+    job = _Job(plan=plan, task=None, signal=None, leaf_id="a", previous_id=None, summarized=frozenset({"a"}),
+               span_id=None, model_ref=None, tokens=0)
+    assert BackgroundCompaction(runtime).invalid_reason(job) is None
+    branch[1]["targetId"] = "a"
+    assert BackgroundCompaction(runtime).invalid_reason(job) == "an entry it summarizes was edited meanwhile"

@@ -270,7 +270,8 @@ class BackgroundCompaction:
             return "another compaction was appended meanwhile"
         start = ids.index(job.leaf_id) + 1 if job.leaf_id is not None else 0
         for entry in branch[start:]:
-            if field_of(entry, "type") == "context_edit" and field_of(entry, "targetId") in job.summarized:
+            target = field_of(entry, "targetId")
+            if field_of(entry, "type") == "context_edit" and isinstance(target, str) and target in job.summarized:
                 return "an entry it summarizes was edited meanwhile"
         return None
 

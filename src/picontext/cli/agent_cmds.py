@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
                    help="the prompt (without a value: read it from stdin)")
     p.add_argument("message", nargs="*", help="the prompt, if -p is not given")
     p.add_argument("--mode", choices=("text", "json"), default="text", help="text: the reply; json: one event per line")
-    add_session_flags(p)
+    add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=cmd_run)
 
 

@@ -105,7 +105,8 @@ def plan_masks(projection: SessionProjection, keep_recent_tokens: int) -> list[M
         if message.get("content") != raw.get("content"):
             continue  # an earlier context edit already changed it
         text = _result_text(message)
-        call = calls.get(message.get("toolCallId")) or {}
+        call_id = message.get("toolCallId")
+        call = calls.get(call_id, {}) if isinstance(call_id, str) else {}
         tool = call.get("name") or message.get("toolName") or "tool"
         placeholder = mask_placeholder(str(tool), call.get("arguments"), utf16_len(text), str(entry.get("id")))
         masked = {**message, "content": [{"type": "text", "text": placeholder}]}

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from picontext._files import read_config_text
 from picontext.errors import ConfigError
 from picontext.session.paths import agent_dir
 
@@ -254,14 +255,11 @@ def deep_merge(base: Any, override: Any) -> Any:
 
 
 def read_settings_file(path: str) -> dict[str, Any]:
-    """One settings file, validated; `{}` when it does not exist."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    """One settings file, validated; `{}` when it does not exist (a FIFO, a device, a directory or
+    a file over 16 MiB: one-line ConfigError, see `_files.read_config_text`)."""
+    text = read_config_text(path)
+    if text is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read settings: {exc.strerror}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from picontext.errors import SessionWriteError
+
 DEFAULT_DIR = "~/.picontext"
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 SESSION_FILE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z_(.+)\.jsonl$")
@@ -98,6 +100,9 @@ def ensure_dir(path: str | Path) -> None:
             os.mkdir(directory, 0o700)
         except FileExistsError:
             if not os.path.isdir(directory):
-                raise
+                raise SessionWriteError(f"Cannot create the session directory {directory}: "
+                                        "a file of that name is in the way") from None
             continue  # another process made it first
+        except OSError as exc:  # a read-only filesystem, a directory of another user
+            raise SessionWriteError(f"Cannot create the session directory {directory}: {exc.strerror}") from None
         os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask

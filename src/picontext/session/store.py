@@ -26,7 +26,6 @@ import contextvars
 import errno
 import fcntl
 import os
-import stat as stat_mod
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from picontext import _json
+from picontext import _files, _json
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import jsonl_columns, jsonl_index
@@ -53,6 +52,7 @@ __all__ = [
     "load_file_entries",
     "parse_session_bytes",
     "parsed_values",
+    "read_session_bytes",
     "read_session_file",
     "read_session_header",
 ]
@@ -218,42 +218,17 @@ def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> No
             append(value)
 
 
-_KINDS = (
-    (stat_mod.S_ISDIR, "a directory"),
-    (stat_mod.S_ISFIFO, "a FIFO"),
-    (stat_mod.S_ISCHR, "a character device"),
-    (stat_mod.S_ISBLK, "a block device"),
-    (stat_mod.S_ISSOCK, "a socket"),
-)
-
-
-def _not_regular(path: str, mode: int) -> SessionFormatError:
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+def _not_regular(path: str, kind: str) -> SessionFormatError:
     return SessionFormatError(f"not a regular file ({kind}), cannot be a session: {path}", path=path)
 
 
 def _open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
-    """Open `path` only if it is a regular file (checked before opening, so a FIFO never blocks
-    us, and again on the descriptor). FileNotFoundError passes through."""
+    """Open `path` only if it is a regular file (`_files.open_regular`: checked before opening,
+    so a FIFO never blocks us, and again on the descriptor). FileNotFoundError passes through."""
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if not flags & os.O_CREAT:
-            raise
-    else:
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        if flags & os.O_NONBLOCK == 0:
-            os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return _files.open_regular(path, flags, mode)
+    except _files.NotRegularFile as exc:
+        raise _not_regular(path, exc.kind) from None
 
 
 def _generation(st: os.stat_result) -> tuple[int, int]:
@@ -273,6 +248,9 @@ def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
         return LoadResult()
     with open(fd, "rb") as f:
         st = os.fstat(fd)
+        refused = _refused_early(f, st)
+        if refused is not None:
+            return refused
         lines, size = _split_file(f)
     with gc_paused():
         result = parse_session_bytes(lines, lazy=lazy)
@@ -331,6 +309,8 @@ def indexed_facts(path: str) -> ListingFacts | None:
         if data is not None and data.unchanged(st, fd):
             return jsonl_index.facts_of(data, st)
         with open(fd, "rb", closefd=False) as f:
+            if _refused_early(f, st) is not None:
+                return None
             buffer = f.read()
     finally:
         os.close(fd)
@@ -365,6 +345,9 @@ def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
         tail = b""
         if data is None or not data.unchanged(st, fd):
             with open(fd, "rb", closefd=False) as f:
+                if _refused_early(f, st) is not None:
+                    os.close(fd)
+                    return None  # the full reader says why, without reading the rest either
                 hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
                 before = None
                 if data is None or hasher is None:
@@ -406,6 +389,16 @@ def _split_file(f: Any) -> tuple[list[bytes], int]:
     return lines, size
 
 
+def read_session_bytes(path: str) -> bytes:
+    """The whole of a session file, to copy it elsewhere (`store import`): what is not a regular
+    file, or does not start as a session, is refused (SessionFormatError) after reading at most
+    its first 1 MiB."""
+    with open(_open_regular(path), "rb") as f:
+        if _refused_early(f, os.fstat(f.fileno())) is not None:
+            raise SessionFormatError(f"Session file is not a valid pi session: {path}", path=path)
+        return f.read()
+
+
 def load_file_entries(path: str) -> list[Any]:
     """Pi `loadEntriesFromFile` without its write: all parsed values, or [] if not a session."""
     result = read_session_file(path)
@@ -415,23 +408,43 @@ def load_file_entries(path: str) -> list[Any]:
 def read_session_header(path: str) -> dict[str, Any] | None:
     """The header if the first parsed value of the file is one, reading at most 1 MiB."""
     with open(_open_regular(path), "rb") as f:
-        scanned = 0
-        while True:
-            raw = f.readline(HEADER_SCAN_LIMIT - scanned + 1)
-            if not raw:
-                return None
-            scanned += len(raw)
-            if scanned > HEADER_SCAN_LIMIT:
-                return None
-            if not raw.strip():
-                continue
-            try:
-                value = _json.loads(raw)
-            except _json.JsonLineError:
-                continue
-            if _is_js_falsy(value):
-                continue
-            return value if is_header(value) else None
+        found, value = _scan_header(f)
+    return value if found == "header" else None
+
+
+def _scan_header(f: Any) -> tuple[str, Any]:
+    """What the first HEADER_SCAN_LIMIT bytes of `f` (from its position) say, as Pi's bounded
+    header discovery reads them (blank, unreadable and falsy lines skipped): ("header", value),
+    ("other", value) for a first value that is not a header, ("limit", None) when the budget
+    ran out first, ("end", None) when the file did."""
+    left = HEADER_SCAN_LIMIT
+
+    def lines() -> Iterator[bytes]:
+        nonlocal left
+        while raw := f.readline(left + 1):
+            left -= len(raw)
+            if left < 0:
+                return
+            yield raw
+
+    for value in parsed_values(lines()):
+        if not _is_js_falsy(value):
+            return ("header" if is_header(value) else "other"), value
+    return ("limit" if left < 0 else "end"), None
+
+
+def _refused_early(f: Any, st: os.stat_result) -> LoadResult | None:
+    """An invalid result when the start of the file already shows it is not a session: its first
+    value is not a header (Pi discards such a file whole), or nothing parses in its first 1 MiB
+    (a header is a small line: a 2 GB line of NULs is not read to find that out). None when the
+    whole file has to be read; `f` is then back at the start."""
+    found, value = _scan_header(f)
+    f.seek(0)
+    if found in ("header", "end"):
+        return None
+    result = LoadResult(entries=[value] if found == "other" else [], size=st.st_size)
+    result.tail = Tail(_generation(st), st.st_size)
+    return result
 
 
 def parsed_values(lines: Iterable[bytes]) -> Iterator[Any]:
@@ -454,6 +467,8 @@ def scan_listing_facts(path: str) -> ListingFacts | None:
     facts: ListingFacts | None = None
     with open(_open_regular(path), "rb") as f:
         st = os.fstat(f.fileno())
+        if _refused_early(f, st) is not None:
+            return None
         for value in parsed_values(f):
             if header is None:
                 if not (isinstance(value, dict) and value.get("type") == "session"):
@@ -527,9 +542,19 @@ class JsonlSessionStore:
     def _held(self) -> bool:
         return self._key() in _HELD.get()
 
+    def _open_for_writing(self, flags: int) -> int:
+        """`_open_regular`, with a file that cannot be written (a read-only filesystem, another
+        user's file, an immutable one) as SessionWriteError: one line, nothing written."""
+        try:
+            return _open_regular(self.path, flags)
+        except (FileNotFoundError, SessionFormatError):
+            raise
+        except OSError as exc:
+            raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror or exc}") from None
+
     def _try_lock(self, flags: int) -> int | None:
         """A descriptor holding the file's flock, or None when another writer holds it."""
-        fd = _open_regular(self.path, flags)
+        fd = self._open_for_writing(flags)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -558,7 +583,7 @@ class JsonlSessionStore:
         if self._held():
             # This thread or task holds the writer section: a second flock from another
             # descriptor would wait for ourselves, so write through a plain descriptor.
-            fd = _open_regular(self.path, flags)
+            fd = self._open_for_writing(flags)
             try:
                 yield fd
             finally:
@@ -671,7 +696,7 @@ class JsonlSessionStore:
     def create(self, file_entries: list[Any]) -> Tail:
         """Write a brand-new file, and its missing directories (0700, as `paths.ensure_dir`);
         fails with FileExistsError if the path already exists."""
-        ensure_dir(os.path.dirname(self.path) or ".")
+        self._make_directory()
         payload = _encode(file_entries)
         tmp = self._tmp_path()
         self._write_new(tmp, payload)
@@ -687,9 +712,9 @@ class JsonlSessionStore:
 
     def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> Tail:
         """Atomically replace the file's content (tmp + fsync + rename), keeping a backup."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._make_directory()
         if self.exists() and not os.path.isfile(self.path):
-            raise _not_regular(self.path, os.stat(self.path).st_mode)
+            raise _not_regular(self.path, _files.file_kind(os.stat(self.path).st_mode))
         tmp = self._tmp_path()
         payload = _encode(file_entries)
         self._write_new(tmp, payload)
@@ -706,11 +731,21 @@ class JsonlSessionStore:
         _fsync_dir(self.path)
         return self.tail() or Tail((0, 0), len(payload))
 
+    def _make_directory(self) -> None:
+        try:
+            ensure_dir(os.path.dirname(self.path) or ".")
+        except OSError as exc:
+            raise SessionWriteError(f"Cannot create the directory of session file {self.path}: "
+                                    f"{exc.strerror or exc}") from None
+
     def _tmp_path(self) -> str:
         return f"{self.path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
 
     def _write_new(self, tmp: str, payload: bytes) -> None:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:  # a read-only directory or filesystem
+            raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror or exc}") from None
         try:
             self._write_all(fd, payload, 0)
             os.fsync(fd)

@@ -94,7 +94,7 @@ def register(sub: Any) -> None:
         "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
-    add_session_flags(p)
+    add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=cmd_chat)
 
 
