@@ -347,3 +347,37 @@ def test_wrong_format_named_by_from(tmp_path: Path) -> None:
     assert picontext("import", str(tmp_path / "missing.jsonl")).stderr.endswith("missing.jsonl: no such file\n")
     assert list(tmp_path.iterdir()) == []
     assert os.listdir(tmp_path) == []
+
+
+# -- streaming ------------------------------------------------------------------------------------------
+
+
+# The import runs in a fresh interpreter that reports its own high-water mark (VmHWM, reset by
+# exec); wait4's ru_maxrss would also count the RSS this test process had when it forked.
+_MEASURED = ("import sys\nfrom picontext.cli.main import main\ncode = main(sys.argv[1:])\n"
+             "print(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')), file=sys.stderr)\n"
+             "sys.exit(code)")
+
+
+def _peak_rss(*args: str) -> int:
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("VmHWM"))
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.slow
+def test_a_large_transcript_is_streamed(tmp_path: Path) -> None:
+    """Peak memory does not grow with the transcript: 4 times the input costs (almost) nothing more
+    (bench/bench_import.py measures 100 MB; docs/import.md)."""
+    from picontext.testing.transcripts import write_claude_code_transcript
+
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    write_claude_code_transcript(small, 4_000_000, seed=3, compact_every_bytes=2_000_000)
+    write_claude_code_transcript(large, 16_000_000, seed=4, compact_every_bytes=2_000_000)
+    peak_small = _peak_rss("import", str(small), "-o", str(tmp_path / "a"))
+    peak_large = _peak_rss("import", str(large), "-o", str(tmp_path / "b"))
+    grown = large.stat().st_size - small.stat().st_size
+    assert peak_large - peak_small < grown / 4, (peak_small, peak_large, grown)
+    written = next((tmp_path / "b").iterdir())
+    assert sum(1 for e in load_file_entries(str(written)) if e.get("type") == "compaction") >= 5
