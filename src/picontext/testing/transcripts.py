@@ -67,12 +67,13 @@ def write_claude_code_transcript(path: str | Path, size_bytes: int, *, seed: int
                 message_id = f"msg_{rng.getrandbits(64):016x}"
                 usage = {"input_tokens": 3, "cache_creation_input_tokens": rng.randrange(0, 4000),
                          "cache_read_input_tokens": rng.randrange(10_000, 150_000), "output_tokens": 200}
-                calls = []
+                calls: list[dict[str, Any]] = []
                 blocks: list[dict[str, Any]] = [{"type": "thinking", "thinking": words(60), "signature": "sig"},
                                                 {"type": "text", "text": words(30)}]
                 for _ in range(rng.randrange(1, 4)):
-                    call = {"type": "tool_use", "id": f"toolu_{rng.getrandbits(64):016x}", "name": "Read",
-                            "input": {"file_path": f"/home/dev/project/src/{rng.choice(_WORDS)}.py"}}
+                    path = f"/home/dev/project/src/{rng.choice(_WORDS)}.py"
+                    call: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{rng.getrandbits(64):016x}",
+                                            "name": "Read", "input": {"file_path": path}}
                     blocks.append(call)
                     calls.append(call)
                 for block in blocks:
