@@ -192,7 +192,7 @@ def test_titles_environment_changes_and_inline_sidechains(tmp_path: Path) -> Non
         {**base, "type": "user", "uuid": "s1", "parentUuid": None, "isSidechain": True, "cwd": "/w",
          "timestamp": "2025-07-01T10:00:01.000Z", "message": {"role": "user", "content": "side task"}},
         {**base, "type": "assistant", "uuid": "s2", "parentUuid": "s1", "isSidechain": True, "cwd": "/w",
-         "timestamp": "2025-07-01T10:00:02.000Z", "message": {
+         "timestamp": "2025-07-01T10:00:02.000Z", "costUSD": 0.0125, "message": {
              "id": "msg_s", "role": "assistant", "model": "claude-sonnet-4-5", "content": [
                  {"type": "text", "text": "side answer"}], "stop_reason": "end_turn",
              "usage": {"input_tokens": 1, "output_tokens": 2}}},
@@ -210,6 +210,8 @@ def test_titles_environment_changes_and_inline_sidechains(tmp_path: Path) -> Non
     main, side = sessions
     assert side["parentSession"] == main["path"]
     assert [m["content"] for m in context_of(side["path"]) if m["role"] == "user"] == ["side task"]
+    side_reply = next(m for m in context_of(side["path"]) if m["role"] == "assistant")
+    assert side_reply["usage"]["cost"]["total"] == 0.0125  # what 1.x recorded it cost
     main_context = context_of(main["path"])
     assert [m["role"] for m in main_context] == ["user", "assistant"]
     assert main_context[1]["usage"]["cost"]["input"] == 3.0  # the catalog's price for claude-sonnet-4-5

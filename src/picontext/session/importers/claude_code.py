@@ -403,6 +403,9 @@ class _Conversation:
     def _finish_assistant(self, message: dict[str, Any], raw: dict[str, Any], line: dict[str, Any]) -> None:
         if isinstance(raw.get("usage"), dict):
             message["usage"] = _usage(raw["usage"], message["model"])
+        cost = line.get("costUSD")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):  # 1.x lines carry what Claude Code billed
+            message["usage"]["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": cost}
         stop = raw.get("stop_reason")
         if isinstance(stop, str):
             message["stopReason"] = _STOP.get(stop, "stop")
