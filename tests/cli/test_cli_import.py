@@ -68,6 +68,9 @@ def test_one_session_per_transcript_and_one_per_subagent(claude: dict[str, dict[
         assert side["parentSession"] == main["path"]
         header = entries_of(side["path"])[0]
         assert header["parentSession"] == main["path"] and header["id"].startswith(main["sessionId"] + "-agent-")
+    summarizer = context_of(claude["agent-acompact-fffbd0.jsonl"]["path"])
+    source_lines = lines_of(COMPACTED.parent / COMPACTED.stem / "subagents" / "agent-acompact-fffbd0.jsonl")
+    assert len(summarizer) == len(source_lines)  # lines whose parents are in the main file follow each other
     explore = entries_of(claude["agent-a881341.jsonl"]["path"])[1]
     # the parent's Task tool call that started the subagent, from the parent's progress lines
     assert explore["customType"] == "picontext.import" and explore["data"]["parentToolCallId"].startswith("toolu_")
@@ -223,6 +226,53 @@ def test_titles_environment_changes_and_inline_sidechains(tmp_path: Path) -> Non
     assert "my renamed session" in listed.stdout
 
 
+def test_rewinds_api_errors_redacted_thinking_and_titles(tmp_path: Path) -> None:
+    base = {"userType": "external", "sessionId": "22222222-2222-4333-8444-555555555555", "version": "2.0.61",
+            "cwd": "/w", "isSidechain": False}
+
+    def assistant(uid: str, parent: str, mid: str, *blocks: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        model = extra.pop("model", "claude-opus-4-5")
+        return {**base, "type": "assistant", "uuid": uid, "parentUuid": parent, **extra,
+                "timestamp": "2025-11-01T10:00:01.000Z", "message": {
+                    "id": mid, "role": "assistant", "model": model, "content": list(blocks),
+                    "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 1}}}
+
+    def user(uid: str, parent: str | None, text: str) -> dict[str, Any]:
+        return {**base, "type": "user", "uuid": uid, "parentUuid": parent, "timestamp": "2025-11-01T10:00:00.000Z",
+                "message": {"role": "user", "content": text}}
+
+    lines = [
+        {"type": "ai-title", "aiTitle": "First guess", "sessionId": base["sessionId"]},
+        user("u1", None, "first question"),
+        assistant("a1", "u1", "msg_1", {"type": "redacted_thinking", "data": "opaque"},
+                  {"type": "text", "text": "first answer"}),
+        assistant("e1", "a1", "msg_e", {"type": "text", "text": "API Error: 529 overloaded"},
+                  model="<synthetic>", isApiErrorMessage=True),
+        user("u2", "u1", "the question asked again, differently"),  # a rewind to after u1
+        assistant("a2", "u2", "msg_2", {"type": "text", "text": "second answer"}),
+        {"type": "custom-title", "customTitle": "Renamed", "sessionId": base["sessionId"]},
+        {"type": "ai-title", "aiTitle": "Later guess", "sessionId": base["sessionId"]},
+        {"type": "summary", "summary": "Some other session", "leafUuid": "elsewhere"},
+    ]
+    source = tmp_path / "s.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (session,) = import_json(str(source), "-o", str(tmp_path / "out"))
+    entries = entries_of(session["path"])
+    by_id = {e["id"]: e for e in entries[1:]}
+    assert by_id["u2"]["parentId"] == "u1" and by_id["a1"]["parentId"] == "u1"  # the rewind is a branch
+    assert [m.get("content") for m in context_of(session["path"]) if m["role"] == "user"] == [
+        "first question", "the question asked again, differently"]
+    first = by_id["a1"]["message"]
+    assert first["content"][0] == {"type": "thinking", "thinking": "", "thinkingSignature": "opaque", "redacted": True}
+    error = by_id["e1"]["message"]
+    assert error["stopReason"] == "error" and error["errorMessage"] == "API Error: 529 overloaded"
+    assert error["model"] == "claude-opus-4-5"  # not "<synthetic>": the session's model stays a real one
+    names = [e["name"] for e in entries if e["type"] == "session_info"]
+    assert names == ["First guess", "Renamed"]  # an ai title never outranks the user's own
+    kept = [e["customType"] for e in entries if e["type"] == "custom"]
+    assert kept == ["picontext.import", "claude-code.ai-title", "claude-code.summary"]
+
+
 def test_default_directory_is_the_sessions_working_directory(tmp_path: Path) -> None:
     out = picontext("import", str(CLAUDE / "short.jsonl"))
     assert out.returncode == 0, out.stderr
@@ -258,6 +308,7 @@ def test_classic_trajectory_one_message_per_step(swe: dict[str, dict[str, Any]])
     results = [m for m in context if m["role"] == "toolResult"]
     assert len(results) == 12 and results[-1]["content"][0]["text"] == steps[-1]["observation"]  # submit's diff
     assert results[0]["details"]["state"] == steps[0]["state"]
+    assert results[1]["details"]["response"] == steps[1]["response"] != steps[1]["thought"]
     # the demonstration in the history is not part of the conversation
     demo = next(m for m in data["history"] if m.get("is_demo"))
     assert not any(demo["content"][:200] in json.dumps(m) for m in context)
@@ -265,6 +316,39 @@ def test_classic_trajectory_one_message_per_step(swe: dict[str, dict[str, Any]])
     assert [e["customType"] for e in entries if e["type"] == "custom"] == [
         "picontext.import", "swe-agent.demonstration", "swe-agent.info"]
     assert entries[0]["cwd"] == "/pydicom__pydicom"
+
+
+def test_a_trajectory_keeps_its_session_id(swe: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    again = import_json(str(SWE / "pydicom__pydicom-1458.traj"), "-o", str(tmp_path))
+    assert again[0]["sessionId"] == swe["pydicom__pydicom-1458.traj"]["sessionId"]
+
+
+def test_shapes_the_published_trajectories_do_not_show(tmp_path: Path) -> None:
+    """Another agent's message, tool arguments that are not JSON, a trajectory without history."""
+    mixed = {"history": [
+        {"role": "system", "content": "be careful", "agent": "main"},
+        {"role": "user", "content": "Fix issue 7 in parser_core.py", "agent": "main"},
+        {"role": "assistant", "content": "look", "thought": "look", "agent": "main", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "ls -la"}}]},
+        {"role": "tool", "content": "parser_core.py", "tool_call_ids": ["c1"], "agent": "main"},
+        {"role": "assistant", "content": "looks fine", "thought": "looks fine", "agent": "reviewer",
+         "action": "submit"},
+    ], "trajectory": [], "info": {"exit_status": "submitted"}}
+    steps_only = {"trajectory": [{"thought": "run it", "action": "python t.py\n", "observation": "ok",
+                                  "response": "run it\n```\npython t.py\n```", "state": {"working_dir": "/r"}}]}
+    (tmp_path / "mixed.traj").write_text(json.dumps(mixed))
+    (tmp_path / "steps.traj").write_text(json.dumps(steps_only))
+    mixed_session, steps_session = import_json(str(tmp_path / "mixed.traj"), str(tmp_path / "steps.traj"),
+                                               "-o", str(tmp_path / "out"))
+    context = context_of(mixed_session["path"])
+    call = next(b for m in context if m["role"] == "assistant" for b in m["content"] if b["type"] == "toolCall")
+    assert call["arguments"] == {"arguments": "ls -la"}  # kept as the model wrote it
+    reviewer = [m for m in context if m["role"] == "assistant"][-1]
+    assert reviewer["content"][0] == {"type": "text", "text": "[agent reviewer]"}
+    steps = context_of(steps_session["path"])
+    assert [m["role"] for m in steps] == ["assistant", "toolResult"]
+    assert steps[0]["content"][-1]["arguments"] == {"command": "python t.py"} and steps[1]["content"][0]["text"] == "ok"
+    assert entries_of(steps_session["path"])[0]["cwd"] == "/r"
 
 
 def test_function_calling_trajectory_keeps_its_tool_calls(swe: dict[str, dict[str, Any]]) -> None:
