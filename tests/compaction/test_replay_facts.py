@@ -94,11 +94,14 @@ def test_task_request_and_claude_code_wrappers() -> None:
     facts = facts_by_kind([
         user("Implement spotter-gqc: transcript annotations with message references"),
         user("<command-name>/mcp</command-name>"),
+        user("<task-notification>\n<task-id>b0be39e</task-id>\n<status>completed</status>\n</task-notification>"),
         user("yes"),
         user("Now persist the annotation_message_refs in SessionLive"),
         user("ok go on"),
     ])
     assert facts["task"][0].value.startswith("Implement spotter-gqc")
+    assert facts["task"][0].terms[0] == "spotter-gqc"  # a hyphenated name is an identifier
+    assert facts_by_kind([user("Implement spotter-gqc")])["task"][0].terms == ("spotter-gqc", "implement")
     assert facts["request"][0].value == "Now persist the annotation_message_refs in SessionLive"
     assert "annotation_message_refs" in facts["request"][0].terms
 

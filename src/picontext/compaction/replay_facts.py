@@ -17,9 +17,11 @@ read more agents' tools (Pi, Claude Code, SWE-agent) and count more kinds:
 * `next`: the target of the next tool call after the cut (the file it reads or changes, else its
   command or first argument); kept as a path, else by its key terms.
 
-Key terms are the distinctive words of a text (links left out): identifiers, paths, numbers of
-three digits and more, words of six letters and more that are not common English; at most
-eight, the most distinctive first. A text with fewer than two is too vague to be a fact (a "yes" or "go on").
+Key terms are the distinctive words of a text (links left out): identifiers (with `_ . / -`,
+digits or inner capitals), paths, numbers of three digits and more, words of six letters and
+more that are not common English; at most eight, the most distinctive first. User messages that
+a harness wrote (Claude Code's `<command-name>`, `<task-notification>`, ... blocks, interrupt
+notes, compaction prefaces) are not requests. A text with fewer than two is too vague to be a fact (a "yes" or "go on").
 
 The context is read as plain text: user, assistant (text and tool calls with their arguments),
 tool results, custom messages, compaction and branch summaries; system messages (the prompt
@@ -103,7 +105,7 @@ def key_terms(text: str, limit: int = MAX_TERMS) -> tuple[str, ...]:
         low = word.lower()
         if len(word) < 4 or len(word) > 80 or low in seen or low in _STOPWORDS:
             continue
-        if any(c in word for c in "_./") or any(c.isdigit() for c in word) or (
+        if any(c in word for c in "_./-") or any(c.isdigit() for c in word) or (
                 any(c.isupper() for c in word[1:]) and any(c.islower() for c in word)):
             strong.append(low)
         elif len(word) >= 6 and word.isalpha():
@@ -176,11 +178,15 @@ def context_text(messages: Iterable[Any]) -> str:
     return "\n".join(parts).lower()
 
 
+_WRAPPER = re.compile(r"^<[a-z][a-z0-9-]*>")
+
+
 def _is_wrapper(text: str) -> bool:
-    """Claude Code's command and interrupt notes: typed by nobody as a request."""
+    """What a harness wrote in the user's place: Claude Code's command, task-notification and
+    reminder blocks (a message that opens with a `<tag>`), interrupt notes, compaction prefaces."""
     head = text.lstrip()
-    return head.startswith(("<command-", "<local-command", "[Request interrupted", "Caveat:")) or \
-        head.startswith("This session is being continued")
+    return _WRAPPER.match(head) is not None or head.startswith(
+        ("[Request interrupted", "Caveat:", "This session is being continued"))
 
 
 def _error_line(text: str) -> str | None:
