@@ -38,6 +38,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from picontext.session.convert import content_text
+
 __all__ = ["COVERAGE", "Fact", "context_text", "fact_kept", "key_terms", "next_call", "transcript_facts"]
 
 COVERAGE = 0.6
@@ -140,12 +142,6 @@ def fact_kept(fact: Fact, text: str) -> bool:
 # -- reading messages ----------------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -162,7 +158,7 @@ def context_text(messages: Iterable[Any]) -> str:
             continue
         role = message.get("role")
         if role in ("user", "toolResult", "custom"):
-            parts.append(_text(message.get("content")))
+            parts.append(content_text(message.get("content")))
         elif role == "assistant" and isinstance(message.get("content"), list):
             for block in message["content"]:
                 if not isinstance(block, dict):
@@ -208,7 +204,7 @@ def _error_line(text: str) -> str | None:
 
 
 def _result_error(message: dict[str, Any]) -> str | None:
-    text = _text(message.get("content"))
+    text = content_text(message.get("content"))
     line = _error_line(text)
     if line is None and message.get("isError") is True and text.strip():
         line = text.strip().splitlines()[0][:200]
@@ -310,7 +306,7 @@ def transcript_facts(before: Sequence[Any], after: Sequence[Any], cwd: str) -> l
             continue
         role = message.get("role")
         if role == "user":
-            text = _text(message.get("content"))
+            text = content_text(message.get("content"))
             if text.strip() and not _is_wrapper(text):
                 users.append(text)
         elif role == "assistant":
@@ -322,7 +318,7 @@ def transcript_facts(before: Sequence[Any], after: Sequence[Any], cwd: str) -> l
                 continue
             error = _result_error(message)
             outcomes.append(((call.name, call.target), error))
-            shown = _FILE_HEADER.search(_text(message.get("content")))
+            shown = _FILE_HEADER.search(content_text(message.get("content")))
             if shown:
                 open_file = shown.group(1)
             if error is None:

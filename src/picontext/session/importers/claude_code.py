@@ -42,6 +42,7 @@ from typing import Any
 from picontext import _json
 from picontext._clock import js_date_ms
 from picontext.session import paths
+from picontext.session.convert import content_text
 from picontext.session.importers.output import ImportBatch, ImportFailed, SessionSink, custom_entry, session_header
 
 __all__ = ["ClaudeCodeImport", "find_sidechains", "import_claude_code", "looks_like_claude_code", "read_first_line"]
@@ -189,12 +190,6 @@ def _usage(raw: Any, model: str) -> dict[str, Any]:
     return usage
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 # -- one output session ---------------------------------------------------------------------------------
@@ -411,7 +406,7 @@ class _Conversation:
             message["stopReason"] = _STOP.get(stop, "stop")
         if line.get("isApiErrorMessage") or (raw.get("model") == "<synthetic>" and line.get("error")):
             message["stopReason"] = "error"
-            message["errorMessage"] = _text_of(raw.get("content")) or str(line.get("error") or "API error")
+            message["errorMessage"] = content_text(raw.get("content")) or str(line.get("error") or "API error")
 
     def _user(self, line: dict[str, Any], number: int) -> None:
         raw = line.get("message")
@@ -473,7 +468,7 @@ class _Conversation:
         entry_id = self._new_id(boundary.get("uuid"))
         details = {"source": "claude-code", "trigger": metadata.get("trigger"), "summaryUuid": line.get("uuid")}
         entry = {"type": "compaction", "id": entry_id, "parentId": parent, "timestamp": self._time(boundary),
-                 "summary": _text_of(content), "firstKeptEntryId": entry_id,
+                 "summary": content_text(content), "firstKeptEntryId": entry_id,
                  "tokensBefore": _number(metadata.get("preTokens")), "details": details}
         self._emit(entry, None)
         for uid in (boundary.get("uuid"), line.get("uuid")):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from picontext._clock import iso_from_ms
+from picontext.session.convert import content_text
 from picontext.session.importers.output import ImportBatch, ImportFailed, SessionSink, custom_entry, session_header
 
 __all__ = ["import_swe_agent", "looks_like_swe_agent"]
@@ -42,12 +43,6 @@ def looks_like_swe_agent(value: Any) -> bool:
                                         or isinstance(value.get("trajectory"), list))
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 def _zero_usage() -> dict[str, Any]:
@@ -208,7 +203,7 @@ def _convert(out: _Builder, history: list[dict[str, Any]], steps: list[dict[str,
             out.custom("swe-agent.demonstration", {k: v for k, v in item.items() if k != "is_demo"})
             continue
         if role == "system":
-            out.message({"role": "system", "content": _text(content), "timestamp": out.ms})
+            out.message({"role": "system", "content": content_text(content, ""), "timestamp": out.ms})
         elif role == "assistant":
             step = steps[step_index] if step_index < len(steps) else None
             step_index += 1
@@ -219,7 +214,7 @@ def _convert(out: _Builder, history: list[dict[str, Any]], steps: list[dict[str,
             _result(out, open_step, content, [str(i) for i in ids])
         else:
             open_step = None
-            out.message({"role": "user", "content": _text(content), "timestamp": out.ms})
+            out.message({"role": "user", "content": content_text(content, ""), "timestamp": out.ms})
     if open_step is not None and not open_step.answered and open_step.calls and step_index - 1 < len(steps):
         # The last action (usually `submit`) has no next prompt: its observation is in the step.
         last = steps[step_index - 1]
@@ -228,7 +223,7 @@ def _convert(out: _Builder, history: list[dict[str, Any]], steps: list[dict[str,
 
 
 def _assistant(out: _Builder, item: dict[str, Any], step: dict[str, Any] | None, number: int) -> _Step:
-    thought = item["thought"] if isinstance(item.get("thought"), str) else _text(item.get("content"))
+    thought = item["thought"] if isinstance(item.get("thought"), str) else content_text(item.get("content"), "")
     content: list[dict[str, Any]] = []
     for block in item.get("thinking_blocks") or []:
         if isinstance(block, dict) and isinstance(block.get("thinking"), str):
@@ -269,7 +264,7 @@ def _result(out: _Builder, step: _Step | None, content: Any, ids: list[str]) -> 
     assert step is not None
     pending = [c for c in step.calls if c["id"] not in step.answered]
     targets = [c for c in step.calls if c["id"] in ids] or pending[:1] or step.calls[:1]
-    text = _text(content)
+    text = content_text(content, "")
     for index, call in enumerate(targets):
         message: dict[str, Any] = {"role": "toolResult", "toolCallId": call["id"], "toolName": call["name"],
                                    "content": [{"type": "text", "text": text if index == 0 else ""}]}
