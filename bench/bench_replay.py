@@ -1,0 +1,97 @@
+"""The replay tables of docs/compaction.md ("Replay"): every strategy on the real sessions of
+tests/fixtures/replay, per strategy tokens after against facts kept.
+
+    .venv/bin/python bench/bench_replay.py                 # scripted summarizers (offline, ~2 min)
+    .venv/bin/python bench/bench_replay.py --llama         # also SmolLM2-135M on llama.cpp (scripts/install/llama.sh)
+
+Runs `picontext eval replay --json` as a subprocess per configuration and prints one Markdown
+table per configuration. Long sessions (Pi's two, the compacted Claude Code one) use Pi's
+settings (cut every 40000 tokens, keep 20000) and also keep 2000; short ones (three Claude Code
+sessions, three SWE-agent trajectories) cut every 4000 and keep 1000. The llama run takes the
+short sessions only (a 135M model on two CPU cores writes a summary in tens of seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "replay"
+LONG = [FIXTURES / "pi" / "real-before-compaction.jsonl", FIXTURES / "pi" / "real-large-session.jsonl",
+        FIXTURES / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"]
+SHORT = [*(FIXTURES / "claude-code" / n for n in ("tool_heavy.jsonl", "subagent.jsonl", "short.jsonl")),
+         *sorted((FIXTURES / "swe-agent").glob("*.traj"))]
+KINDS = ("task", "request", "read", "modified", "error", "next")
+ORDER = ("none", "recorded", "mask", "summary-no-ledger", "summary", "mask-then-summary")
+
+
+def run(files: list[Path], *args: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-m", "picontext", "eval", "replay", "--json", *map(str, files), *args],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr)
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def table(title: str, records: list[dict[str, Any]]) -> None:
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        rows[record["strategy"]].append(record)
+    cuts = len({(r["session"], r["cut"]) for r in records})
+    print(f"\n{title}: {cuts} cuts of {len({r['session'] for r in records})} sessions\n")
+    print("| strategy | cuts | tokens after (mean) | after / before | facts kept | " + " | ".join(KINDS) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(KINDS))
+    for name in ORDER:
+        group = rows.get(name)
+        if not group:
+            continue
+        before = sum(r["tokensBefore"] for r in group)
+        after = sum(r["tokensAfter"] for r in group)
+        kept, total = sum(r["factsKept"] for r in group), sum(r["factsTotal"] for r in group)
+        per = []
+        for kind in KINDS:
+            k = sum(r["factsByKind"].get(kind, {}).get("kept", 0) for r in group)
+            t = sum(r["factsByKind"].get(kind, {}).get("total", 0) for r in group)
+            per.append(f"{k}/{t}" if t else "–")
+        failed = [r for r in group if r["error"] and not r["error"].startswith("nothing to compact")]
+        note = f" ({len(failed)} failed)" if failed else ""
+        print(f"| {name}{note} | {len(group)} | {after // len(group):,} | {after / before:.0%} | "
+              f"{kept}/{total} ({kept / total:.0%}) | " + " | ".join(per) + " |")
+    seconds = sum(r["time"] for r in records)
+    print(f"\n(compaction time, all records: {seconds:.1f} s)")
+
+
+def llama_run() -> list[dict[str, Any]]:
+    from picontext.testing.llama_server import LlamaServer
+
+    with tempfile.TemporaryDirectory() as home, LlamaServer(n_ctx=8192) as server:
+        Path(home, "models.json").write_text(json.dumps(server.models_json(max_tokens=512)))
+        env = {**os.environ, "PICONTEXT_DIR": home}
+        return run(SHORT, "--every", "4000", "--keep-recent-tokens", "1000", "--model", "llama/smollm2",
+                   "--strategy", "none", "--strategy", "mask", "--strategy", "summary-no-ledger",
+                   "--strategy", "summary", env=env)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--llama", action="store_true", help="also replay with SmolLM2-135M on llama.cpp")
+    args = parser.parse_args()
+    for summarizer in ("extractive", "generic"):
+        table(f"Long sessions, Pi's settings, scripted `{summarizer}`", run(LONG, "--summarizer", summarizer))
+        table(f"Long sessions, keep 2000, scripted `{summarizer}`",
+              run(LONG, "--summarizer", summarizer, "--keep-recent-tokens", "2000"))
+        table(f"Short sessions, every 4000, keep 1000, scripted `{summarizer}`",
+              run(SHORT, "--summarizer", summarizer, "--every", "4000", "--keep-recent-tokens", "1000"))
+    if args.llama:
+        table("Short sessions, every 4000, keep 1000, SmolLM2-135M (llama.cpp, n_ctx 8192)", llama_run())
+
+
+if __name__ == "__main__":
+    main()
