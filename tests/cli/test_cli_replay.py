@@ -71,6 +71,19 @@ def test_claude_code_compaction_is_a_recorded_cut() -> None:
     assert records[1]["tokensAfter"] < records[0]["tokensBefore"] / 5
 
 
+def test_the_window_decides_whether_mask_then_summary_summarizes() -> None:
+    args = (str(SWE), "--every", "3000", "--keep-recent-tokens", "1000", "--strategy", "mask",
+            "--strategy", "mask-then-summary")
+    wide, _ = replay(*args)
+    narrow, _ = replay(*args, "--window", "5000", "--reserve-tokens", "1000")
+    for records in (wide, narrow):
+        assert [r["strategy"] for r in records] == ["mask", "mask-then-summary"] * 2
+    # under a 200k window masking is enough; over 5000 - 1000 tokens the summary follows
+    assert [r["tokensAfter"] for r in wide[0::2]] == [r["tokensAfter"] for r in wide[1::2]]
+    assert all(m["tokensAfter"] > s["tokensAfter"] for m, s in zip(narrow[0::2], narrow[1::2], strict=True))
+    assert narrow[1]["summarizer"] == "extractive"
+
+
 def test_bad_arguments_are_one_line() -> None:
     for args, needle in ((("--strategy", "magic", str(SWE)), "unknown strategy 'magic'"),
                          (("--every", "-5", str(SWE)), "--every must not be negative"),
