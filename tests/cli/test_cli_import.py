@@ -271,6 +271,8 @@ def test_rewinds_api_errors_redacted_thinking_and_titles(tmp_path: Path) -> None
     assert names == ["First guess", "Renamed"]  # an ai title never outranks the user's own
     kept = [e["customType"] for e in entries if e["type"] == "custom"]
     assert kept == ["picontext.import", "claude-code.ai-title", "claude-code.summary"]
+    (again,) = import_json(str(source), "-o", str(tmp_path / "again"))
+    assert Path(again["path"]).read_bytes() == Path(session["path"]).read_bytes()  # reproducible, ids included
 
 
 def test_default_directory_is_the_sessions_working_directory(tmp_path: Path) -> None:

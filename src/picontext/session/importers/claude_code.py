@@ -32,6 +32,7 @@ file once, line by line, and writes one Pi v3 session (plus one per inline sidec
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid as uuid_module
@@ -227,9 +228,6 @@ class _Conversation:
 
     # ---- opening
 
-    def ready(self) -> bool:
-        return self.sink is not None
-
     def open(self, line: dict[str, Any], number: int) -> None:
         """Write the header and the import entry, from the first line that has a cwd and a time."""
         timestamp = line["timestamp"]
@@ -260,7 +258,11 @@ class _Conversation:
     # ---- ids, parents, writing
 
     def _new_id(self, wanted: Any) -> str:
-        base = wanted if isinstance(wanted, str) and wanted else uuid_module.uuid4().hex[:8]
+        """`wanted` (a line's uuid) if free, else a variant; entries with no line of their own get
+        8 hex digits derived from the session and their position, so an import is reproducible."""
+        if not (isinstance(wanted, str) and wanted):
+            wanted = hashlib.sha256(f"{self.session_id}:{len(self.ids)}".encode()).hexdigest()[:8]
+        base = wanted
         candidate, n = base, 1
         while candidate in self.ids:
             n += 1
