@@ -7,8 +7,9 @@ tests/fixtures/replay, per strategy tokens after against facts kept.
 Runs `picontext eval replay --json` as a subprocess per configuration and prints one Markdown
 table per configuration. Long sessions (Pi's two, the compacted Claude Code one) use Pi's
 settings (cut every 40000 tokens, keep 20000) and also keep 2000; short ones (three Claude Code
-sessions, three SWE-agent trajectories) cut every 4000 and keep 1000. The llama run takes the
-short sessions only (a 135M model on two CPU cores writes a summary in tens of seconds).
+sessions, three SWE-agent trajectories) cut every 4000 and keep 1000. The llama run takes one
+early cut of each SWE-agent trajectory, with the scripted summarizer on the same cuts beside it,
+then lets SmolLM2 judge one of them.
 """
 
 from __future__ import annotations
@@ -68,15 +69,24 @@ def table(title: str, records: list[dict[str, Any]]) -> None:
     print(f"\n(compaction time, all records: {seconds:.1f} s)")
 
 
-def llama_run() -> list[dict[str, Any]]:
+# A small real model on two shared cores evaluates 15-1000 prompt tokens a second depending on the
+# load: one early cut of each SWE-agent trajectory, small spans.
+LLAMA_ARGS = ("--every", "1500", "--max-cuts", "1", "--keep-recent-tokens", "500", "--reserve-tokens", "640",
+              "--strategy", "none", "--strategy", "mask", "--strategy", "summary-no-ledger", "--strategy", "summary")
+TRAJECTORIES = sorted((FIXTURES / "swe-agent").glob("*.traj"))
+
+
+def llama_runs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the replay with SmolLM2 summarizing, one cut judged by SmolLM2)."""
     from picontext.testing.llama_server import LlamaServer
 
-    with tempfile.TemporaryDirectory() as home, LlamaServer(n_ctx=8192) as server:
+    with tempfile.TemporaryDirectory() as home, LlamaServer(n_ctx=4096) as server:
         Path(home, "models.json").write_text(json.dumps(server.models_json(max_tokens=512)))
         env = {**os.environ, "PICONTEXT_DIR": home}
-        return run(SHORT, "--every", "4000", "--keep-recent-tokens", "1000", "--model", "llama/smollm2",
-                   "--strategy", "none", "--strategy", "mask", "--strategy", "summary-no-ledger",
-                   "--strategy", "summary", env=env)
+        replayed = run(TRAJECTORIES, *LLAMA_ARGS, "--model", "llama/smollm2", env=env)
+        judged = run(TRAJECTORIES[:1], "--every", "1500", "--max-cuts", "1", "--keep-recent-tokens", "500",
+                     "--strategy", "mask", "--judge", "llama/smollm2", env=env)
+        return replayed, judged
 
 
 def main() -> None:
@@ -90,7 +100,13 @@ def main() -> None:
         table(f"Short sessions, every 4000, keep 1000, scripted `{summarizer}`",
               run(SHORT, "--summarizer", summarizer, "--every", "4000", "--keep-recent-tokens", "1000"))
     if args.llama:
-        table("Short sessions, every 4000, keep 1000, SmolLM2-135M (llama.cpp, n_ctx 8192)", llama_run())
+        table("SWE-agent trajectories, one cut each (every 1500, keep 500), scripted `extractive`",
+              run(TRAJECTORIES, *LLAMA_ARGS))
+        replayed, judged = llama_runs()
+        table("The same cuts, SmolLM2-135M on llama.cpp (n_ctx 4096) writing the summaries", replayed)
+        for record in judged:
+            print(f"\njudge (SmolLM2-135M) on {record['session']} cut {record['cut']} ({record['strategy']}): "
+                  f"{json.dumps(record['judge'])}")
 
 
 if __name__ == "__main__":
