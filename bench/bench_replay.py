@@ -49,6 +49,7 @@ def table(title: str, records: list[dict[str, Any]]) -> None:
     print(f"\n{title}: {cuts} cuts of {len({r['session'] for r in records})} sessions\n")
     print("| strategy | cuts | tokens after (mean) | after / before | facts kept | " + " | ".join(KINDS) + " |")
     print("|---|---|---|---|---|" + "---|" * len(KINDS))
+    errors: list[str] = []
     for name in ORDER:
         group = rows.get(name)
         if not group:
@@ -63,8 +64,11 @@ def table(title: str, records: list[dict[str, Any]]) -> None:
             per.append(f"{k}/{t}" if t else "–")
         failed = [r for r in group if r["error"] and not r["error"].startswith("nothing to compact")]
         note = f" ({len(failed)} failed)" if failed else ""
+        errors += [f"{name}, {r['session']} cut {r['cut']}: {r['error']}" for r in failed]
         print(f"| {name}{note} | {len(group)} | {after // len(group):,} | {after / before:.0%} | "
               f"{kept}/{total} ({kept / total:.0%}) | " + " | ".join(per) + " |")
+    for error in errors:
+        print(f"\nfailed: {error}")
     seconds = sum(r["time"] for r in records)
     print(f"\n(compaction time, all records: {seconds:.1f} s)")
 
@@ -84,22 +88,23 @@ def llama_runs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         Path(home, "models.json").write_text(json.dumps(server.models_json(max_tokens=512)))
         env = {**os.environ, "PICONTEXT_DIR": home}
         replayed = run(TRAJECTORIES, *LLAMA_ARGS, "--model", "llama/smollm2", env=env)
-        judged = run(TRAJECTORIES[:1], "--every", "1500", "--max-cuts", "1", "--keep-recent-tokens", "500",
-                     "--strategy", "mask", "--judge", "llama/smollm2", env=env)
+        judged = run([FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"], "--every", "1500", "--max-cuts", "1",
+                     "--keep-recent-tokens", "500", "--strategy", "mask", "--judge", "llama/smollm2", env=env)
         return replayed, judged
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama", action="store_true", help="also replay with SmolLM2-135M on llama.cpp")
+    parser.add_argument("--llama-only", action="store_true", help="only the llama.cpp tables")
     args = parser.parse_args()
-    for summarizer in ("extractive", "generic"):
+    for summarizer in () if args.llama_only else ("extractive", "generic"):
         table(f"Long sessions, Pi's settings, scripted `{summarizer}`", run(LONG, "--summarizer", summarizer))
         table(f"Long sessions, keep 2000, scripted `{summarizer}`",
               run(LONG, "--summarizer", summarizer, "--keep-recent-tokens", "2000"))
         table(f"Short sessions, every 4000, keep 1000, scripted `{summarizer}`",
               run(SHORT, "--summarizer", summarizer, "--every", "4000", "--keep-recent-tokens", "1000"))
-    if args.llama:
+    if args.llama or args.llama_only:
         table("SWE-agent trajectories, one cut each (every 1500, keep 500), scripted `extractive`",
               run(TRAJECTORIES, *LLAMA_ARGS))
         replayed, judged = llama_runs()
