@@ -53,8 +53,7 @@ def register(sub: Any) -> None:
                     "picontext eval replay s.jsonl --model anthropic/claude-sonnet-4-5 --judge openai/gpt-5"))
     r.add_argument("files", nargs="+", metavar="FILE", help="sessions or transcripts to replay")
     r.add_argument("--strategy", action="append", metavar="S",
-                   help="only these strategies (repeatable; default all: none, recorded, mask, summary-no-ledger, "
-                   "summary, mask-then-summary)")
+                   help="only these strategies (repeatable; default all; an unknown name lists them)")
     r.add_argument("--model", help="the summarizer (provider/id); default: a scripted summarizer, offline")
     r.add_argument("--summarizer", choices=SUMMARIZERS, default="extractive",
                    help="the scripted summarizer without --model (default extractive)")
