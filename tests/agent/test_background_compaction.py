@@ -287,10 +287,10 @@ def test_an_edit_whose_target_is_not_a_string_does_not_break_the_check() -> None
     branch = [{"type": "message", "id": "a", "parentId": None, "timestamp": ts, "message": {"role": "user"}},
               {"type": "context_edit", "id": "b", "parentId": "a", "timestamp": ts, "targetId": ["a"],
                "replacement": None}]
-    runtime: Any = SimpleNamespace(s=SimpleNamespace(manager=SimpleNamespace(get_branch=lambda: branch)))
+    runtime: Any = SimpleNamespace(branch=lambda: branch)
     plan: Any = SimpleNamespace(preparation=SimpleNamespace(first_kept_entry_id="a"))
     job = _Job(plan=plan, task=None, signal=None, leaf_id="a", previous_id=None, summarized=frozenset({"a"}),
-               span_id=None, model_ref=None, tokens=0)
+               span_id=None, model_ref=None, tokens=0, failures=[])
     assert BackgroundCompaction(runtime).invalid_reason(job) is None
     branch[1]["targetId"] = "a"
     assert BackgroundCompaction(runtime).invalid_reason(job) == "an entry it summarizes was edited meanwhile"
