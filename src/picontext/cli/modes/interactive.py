@@ -35,16 +35,9 @@ from rich.text import Text
 from picontext.agent.session import SessionBusyError
 from picontext.ai.types import content_text
 from picontext.cli import render
+from picontext.cli.base import THINKING_CHOICES, CliError, flag
 from picontext.cli.loading import session_path
-from picontext.cli.main import CliError
-from picontext.cli.modes.common import (
-    THINKING_CHOICES,
-    Controller,
-    add_session_flags,
-    build_session,
-    flag,
-    session_for,
-)
+from picontext.cli.modes.common import Controller, build_session, session_for
 from picontext.cli.modes.pickers import TreePicker, choose, session_options, tree_rows
 from picontext.cli.modes.reply_view import ReplyView, short_args
 from picontext.cli.modes.transcript import redraw
@@ -83,19 +76,6 @@ def help_text() -> str:
 
 HELP = help_text()
 _EXIT_WINDOW = 2.0  # seconds between two Ctrl+C on an empty line that leave the chat
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "chat", help="interactive chat in the terminal (also `picontext` without a command)",
-        description="The interactive chat. `picontext PROMPT` is the same as `picontext chat PROMPT`; a prompt "
-        "that starts with a command name goes after `--` or `chat`.",
-        epilog='examples:\n  picontext "fix the failing test in app.py"\n  picontext -c\n'
-        "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
-    add_session_flags(p, suppress=True)  # flags given before the command name stay
-    p.set_defaults(handler=cmd_chat)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
