@@ -161,3 +161,27 @@ async def test_a_navigation_with_a_summary_writes_without_blocking_the_loop(
 
     await _measured(lock, navigate)
     assert [e["type"] for e in file_entries(session)][-2:] == ["branch_summary", "label"]
+
+
+@pytest.mark.parametrize("command", [
+    {"type": "set_session_name", "name": "renamed"},
+    {"type": "set_thinking_level", "level": "high"},
+])
+async def test_rpc_commands_that_write_do_not_block_the_loop(
+        server: ScriptedModelServer, tmp_path: Path, command: dict[str, Any]) -> None:
+    """An RPC client's command waits for the lock while the loop keeps answering (abort included)."""
+    from picontext.cli.modes.common import Controller
+    from picontext.cli.modes.rpc import RpcServer
+
+    session, _ = make(server, tmp_path)
+    lock = ForeignLock(await _two_exchanges(session, server))
+    written: list[dict[str, Any]] = []
+    rpc = RpcServer(Controller(session), write=written.append)
+
+    async def send() -> None:
+        lock.take()
+        await rpc.handle(command)
+
+    await _measured(lock, send)
+    assert [w["success"] for w in written if w.get("type") == "response"] == [True]
+    assert file_entries(session)[-1]["type"] in ("session_info", "thinking_level_change")

@@ -422,7 +422,8 @@ class ChatUI:
                     break
                 label = await self.ask(f"Label for {target[:8]} (empty clears it): ")
                 if label is not None:
-                    self.c.manager.append_label_change(target, label.strip() or None)
+                    async with self.c.manager.aexclusive(strict=False):  # a foreign lock never blocks the loop
+                        self.c.manager.append_label_change(target, label.strip() or None)
                 selected = target
                 rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
         if self.c.manager.get_entry(target) is None:
@@ -476,7 +477,8 @@ class ChatUI:
                 self.console.print(Text(f" {mark} {m['provider']}/{m['id']}", style="bold" if mark == "●" else "")
                                    + Text(f"  {window:,} tokens", style="dim"))
             return
-        model = self.c.set_model(arg)
+        async with self.c.manager.aexclusive(strict=False):
+            model = self.c.set_model(arg)
         self.view.line(f"Model: {model['provider']}/{model['id']}", "green")
         self.footer_line()
 
@@ -484,12 +486,14 @@ class ChatUI:
         if not arg:
             self.view.line(f"Thinking level: {self.c.session.thinking_level} ({' '.join(THINKING_CHOICES)})")
             return
-        self.c.session.set_thinking_level(arg)  # type: ignore[arg-type]
+        async with self.c.manager.aexclusive(strict=False):
+            self.c.session.set_thinking_level(arg)  # type: ignore[arg-type]
         self.view.line(f"Thinking level: {arg}", "green")
 
     async def cmd_name(self, arg: str) -> None:
         if arg:
-            self.c.manager.append_session_info(arg)
+            async with self.c.manager.aexclusive(strict=False):
+                self.c.manager.append_session_info(arg)
         self.view.line(f"Session name: {self.c.manager.get_session_name() or '(none)'}")
 
     async def cmd_session(self, _: str) -> None:
