@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from runtime_helpers import make
-from test_background_compaction import BG, WINDOW, conversation, of, summary, turns, until
 
 from picontext.agent.types import AgentToolResult
 from picontext.ai.event_stream import AbortSignal, aborts_with, wait_unless_aborted
 from picontext.ai.retry import RetryPolicy
-from picontext.compaction.compact import estimated_tokens
 from picontext.testing import ScriptedModelServer, overloaded, reply, text, tokens, tool_call
 
 
@@ -101,21 +99,3 @@ async def test_a_run_with_a_tool_a_retry_and_a_compaction_leaves_no_listener_on_
     assert len(probe.signals) == 1
     assert probe.signals[0].listener_count == 0  # it was 2: the compaction's and the back-off's
 
-
-async def test_a_turn_that_waited_for_the_background_summary_leaves_no_listener(
-        server: ScriptedModelServer, tmp_path: Path) -> None:
-    session, events = make(server, tmp_path, window=WINDOW, compaction={**BG, "backgroundTokens": 2800})
-    release = threading.Event()
-    server.expect(summary("## Goal\nLATE").hold_after(1, release))
-    total = [0]
-    await turns(session, server, 0, 7, total)  # the background summary starts and is held
-    assert len(of(events, "compaction_background_start")) == 1
-    signals: list[AbortSignal] = []
-    session.subscribe(lambda e: signals.append(session._signal) if e["type"] == "agent_start" else None)
-    server.expect(conversation("answer 7", estimated_tokens(session.manager) + 420))
-    prompt = asyncio.ensure_future(session.prompt("question 7 " + "q" * 1600))
-    await until(lambda: session.compaction.background.waited == 1, "the turn at the threshold waiting")
-    release.set()
-    await prompt
-    assert of(events, "compaction_end")[0]["waited"] is True
-    assert signals and all(s is not None and s.listener_count == 0 for s in signals)  # it was 1

@@ -20,21 +20,17 @@ __all__ = ["REGISTRATIONS", "run_chat", "run_print"]
 
 
 def _inspect_parser(sub: Any, name: str, summary: str, description: str, examples: list[str]) -> Any:
-    return sub.add_parser(name, help=summary, description=description,
-                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(name, help=summary, **described(description, *examples))
 
 
 # -- context (context_cmds.py) -----------------------------------------------------------------------
 
 def _register_context(sub: Any) -> None:
-    p = sub.add_parser(
-        "context", help="what the model sees for a leaf (exactly Pi's buildSessionContext)",
-        description="The messages the model is sent for the branch ending at a leaf: compactions replaced by "
-        "their summary, context edits applied. One line per message.",
-        epilog="examples:\n  picontext context\n  picontext context 01a22be0 --tail 20\n"
-        "  picontext context FILE --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("context", help="what the model sees for a leaf (exactly Pi's buildSessionContext)",
+                       **described("The messages the model is sent for the branch ending at a leaf: compactions "
+                                   "replaced by their summary, context edits applied. One line per message.",
+                                   "picontext context", "picontext context 01a22be0 --tail 20",
+                                   "picontext context FILE --json"))
     add_file_argument(p)
     p.add_argument("--leaf", help="entry id to project from (default: the file's last entry)")
     p.add_argument("--json", action="store_true", help="print {messages, thinkingLevel, model} as JSON")
@@ -245,13 +241,11 @@ def _register_run(sub: Any) -> None:
 # -- chat (modes/interactive.py) ---------------------------------------------------------------------
 
 def _register_chat(sub: Any) -> None:
-    p = sub.add_parser(
-        "chat", help="interactive chat in the terminal (also `picontext` without a command)",
-        description="The interactive chat. `picontext PROMPT` is the same as `picontext chat PROMPT`; a prompt "
-        "that starts with a command name goes after `--` or `chat`.",
-        epilog='examples:\n  picontext "fix the failing test in app.py"\n  picontext -c\n'
-        "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("chat", help="interactive chat in the terminal (also `picontext` without a command)",
+                       **described("The interactive chat. `picontext PROMPT` is the same as `picontext chat "
+                                   "PROMPT`; a prompt that starts with a command name goes after `--` or `chat`.",
+                                   'picontext "fix the failing test in app.py"', "picontext -c",
+                                   "picontext -r 01a22be0", "picontext -- tree of the project: explain it"))
     p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
     add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=run_chat)
