@@ -234,18 +234,18 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
 # ------------------------------------------------------------------ resume
 
 
-def _first_request(ref: str, **kw: Any) -> Any:
+def _first_request(repo: Any, ref: str) -> Any:
     """What resuming costs before the first model request: open the session, project the leaf."""
-    from picontext.session.manager import SessionManager
-
-    manager = SessionManager.open(ref, warn=lambda m: None, **kw)
+    manager = repo.open(ref, warn=lambda m: None)
     return manager, manager.build_session_context()
 
 
 def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
     from gen_sessions import generate
-    from picontext.session.postgres import PgSessionStore, database, store_factory
+    from picontext.session.postgres import PgSessionStore, database
+    from picontext.session.postgres.repository import PostgresRepository
     from picontext.session.postgres.transfer import import_file
+    from picontext.session.repository import JsonlRepository
 
     path = os.path.join(tempfile.mkdtemp(prefix="pg-resume-"), f"s{entries}.jsonl")
     generate(path, entries)
@@ -255,13 +255,13 @@ def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
     sid = json.loads(Path(path).read_bytes().split(b"\n", 1)[0])["id"]
     store = PgSessionStore(db, sid)
 
-    factory = store_factory(db)
+    repo = PostgresRepository(db)
 
     def jsonl() -> Any:
-        return _first_request(path)
+        return _first_request(JsonlRepository(os.path.dirname(path)), path)
 
     def pg() -> Any:
-        return _first_request(sid, store_factory=factory)
+        return _first_request(repo, sid)
 
     out: dict[str, Any] = {"entries": entries, "bytes": os.path.getsize(path)}
     for name, fn in (("jsonl", jsonl), ("postgres", pg)):

@@ -104,3 +104,22 @@ def pg_bouncer(pg_cluster: Any) -> Iterator[Any]:
 def pgbouncer_url(pg_bouncer: Any, pg_url: str) -> str:
     """A fresh database on the test cluster (as `pg_url`), reached through the PgBouncer."""
     return str(pg_bouncer.url_for(pg_url.rsplit("/", 1)[1]))
+
+
+# --- every kind of session store -------------------------------------------------------------
+
+STORE_KINDS = ("jsonl", "memory", "postgres")
+
+
+@pytest.fixture(params=STORE_KINDS)
+def repository_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of an empty session repository of each kind: a JSONL directory, a private memory
+    store, a fresh PostgreSQL database (skipped locally without PostgreSQL, as `pg_url`)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    if request.param == "memory":
+        return f"memory:t{os.getpid()}-{next(_memory_names)}"
+    return str(tmp_path_factory.mktemp("sessions"))
+
+
+_memory_names = itertools.count(1)
