@@ -186,16 +186,20 @@ class JsonlRepository(BaseRepository):
     """Session files under `root`, one directory per cwd (`--home-u-proj--/<ts>_<id>.jsonl`),
     exactly as Pi keeps them under `~/.pi/agent/sessions`."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, fsync: bool = False) -> None:
         self.root = paths.resolve_path(root)
         self.url = self.root
+        self.fsync = fsync  # fsync every append (docs/storage.md, "fsync policy")
+
+    def store_at(self, path: str) -> JsonlSessionStore:
+        return JsonlSessionStore(path, fsync=self.fsync)
 
     def session_dir(self, cwd: str) -> str:
         return paths.default_session_dir(cwd, self.root)
 
     def place(self, cwd: str, session_id: str, timestamp: str) -> tuple[SessionStore, str | None]:
         path = os.path.join(self.session_dir(cwd), paths.session_file_name(timestamp, session_id))
-        return JsonlSessionStore(path), path
+        return self.store_at(path), path
 
     def project_dirs(self) -> builtins.list[str]:
         try:
@@ -219,12 +223,12 @@ class JsonlRepository(BaseRepository):
         the sessions of the current directory first, then of every directory."""
         if self.is_path(ref):
             path = paths.resolve_path(ref)
-            store = JsonlSessionStore(path)
+            store = self.store_at(path)
             if not store.exists():
                 raise SessionNotFound(ref, message=f"no such file: {ref}")
             return store, path
         path = self.find(ref, os.getcwd())
-        return JsonlSessionStore(path), path
+        return self.store_at(path), path
 
     def create_at(self, ref: str, cwd: str, **options: Any) -> SessionManager:
         """A file path names a new session file there (as Pi's `--session`); an id that names no
@@ -233,7 +237,7 @@ class JsonlRepository(BaseRepository):
             raise SessionNotFound(ref, message=f"no session with id {ref!r} and no such file (to create a new "
                                   "session file, give a path such as ./name.jsonl)")
         path = paths.resolve_path(ref)
-        return self.open_store(JsonlSessionStore(path), path, **options)
+        return self.open_store(self.store_at(path), path, **options)
 
     def find(self, prefix: str, cwd: str) -> str:
         matches = self.ids_matching(self.session_files(cwd), prefix)
@@ -262,7 +266,7 @@ class JsonlRepository(BaseRepository):
 
     def latest_store(self, cwd: str) -> tuple[SessionStore, str | None] | None:
         path = find_most_recent_session(self.session_dir(cwd))
-        return None if path is None else (JsonlSessionStore(path), path)
+        return None if path is None else (self.store_at(path), path)
 
     def list(self, cwd: str | None = None) -> builtins.list[SessionInfo]:
         if cwd is not None:
@@ -284,9 +288,9 @@ class JsonlRepository(BaseRepository):
         cwd = header.get("cwd")
         if not (isinstance(cwd, str) and cwd):
             cwd = "/"
-        created = js_date_ms(header.get("timestamp"))
-        stamp = header["timestamp"] if created == created and isinstance(header.get("timestamp"), str) else \
-            iso_from_ms(time.time() * 1000)
+        created = js_date_ms(header.get("timestamp"))  # the file's name: from the header's time if it has one
+        valid = created == created and -62135596800000 <= created <= 253402300799000
+        stamp = iso_from_ms(int(created) if valid else int(time.time() * 1000))
         store, _path = self.place(cwd, session_id, stamp)
         assert isinstance(store, JsonlSessionStore)
         store.create_bytes(data)
