@@ -37,6 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: test doubles
 
 BENCH_TYPE = "bench_append"
 
@@ -362,7 +363,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         url, postmaster = args.url, None
         if url is None:
-            from picontext.testing.postgres import PostgresCluster
+            from support.postgres import PostgresCluster
 
             cluster = stack.enter_context(PostgresCluster(durable=True))
             url = cluster.url

@@ -18,7 +18,7 @@ from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.database import close_all
 from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import export_bytes
-from picontext.testing.pgproxy import FaultProxy
+from support.pgproxy import FaultProxy
 
 PiReference = Any
 pytestmark = pytest.mark.differential

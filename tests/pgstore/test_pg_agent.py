@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from pg_corpus import FILES
 
+from picontext.scripted import ScriptedModelServer, text, tool_call
 from picontext.session.manager import SessionManager
 from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.listing import list_sessions
 from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import import_file
-from picontext.testing import ScriptedModelServer, text, tool_call
 
 
 def configure(home: Path, base_url: str) -> None:

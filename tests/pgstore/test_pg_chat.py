@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.postgres import PgSessionStore
 from picontext.session.postgres.repository import PostgresRepository
-from picontext.testing import ScriptedModelServer, text
 from terminal import PICONTEXT, Terminal, chat_home
 
 

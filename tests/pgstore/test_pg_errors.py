@@ -18,10 +18,10 @@ from pg_corpus import FILES
 from test_pg_agent import configure
 
 from picontext.errors import SessionWriteError
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.postgres import PgSessionStore
 from picontext.session.postgres.database import close_all
 from picontext.session.postgres.repository import PostgresRepository
-from picontext.testing import ScriptedModelServer, text
 
 SESSION = next(f for f in FILES if f.name == "real-large-session.jsonl")
 HEADER = {"type": "session", "version": 3, "id": "s-err", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}

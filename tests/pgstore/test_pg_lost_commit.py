@@ -1,6 +1,6 @@
 """A connection lost at COMMIT: on its way to the server (not committed) or on the way back (committed,
 answer lost). A TCP proxy between psycopg and the real server drops the connection at exactly
-that message (picontext.testing.pgproxy). Whatever happened, afterwards the stored session and the
+that message (support.pgproxy). Whatever happened, afterwards the stored session and the
 manager's memory agree: every entry stored once, no parent missing, the whole history projected
 (docs/storage.md, "A lost COMMIT")."""
 
@@ -19,14 +19,14 @@ from test_pg_agent import configure, picontext
 
 from picontext._clock import FrozenClock, SequentialIds
 from picontext.errors import SessionWriteError
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.manager import SessionManager
 from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.database import close_all
 from picontext.session.postgres.listing import list_sessions
 from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import import_bytes
-from picontext.testing import ScriptedModelServer, text
-from picontext.testing.pgproxy import FaultProxy
+from support.pgproxy import FaultProxy
 
 FAULTS = ["commit", "answer"]  # the COMMIT lost on its way / its answer lost on the way back
 

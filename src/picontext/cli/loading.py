@@ -114,7 +114,7 @@ def context_json_pieces(ref: str | None, leaf: str | None) -> Iterator[bytes] | 
     columns describe (a database session, a legacy or irregular file, a torn last line): the
     caller then projects it with `project_file`."""
     from picontext.session.context_stream import context_json
-    from picontext.session.jsonl_columns import ColumnsOutdated
+    from picontext.session.protocol import ColumnsOutdated
 
     store = locate(ref)
     columns = getattr(store, "columns", None)  # a store that keeps entry columns (session files do)

@@ -42,6 +42,7 @@ from picontext._clock import js_date_ms
 from picontext.errors import StaleSessionError
 
 __all__ = [
+    "ColumnsOutdated",
     "ListingFacts",
     "LoadResult",
     "SessionHome",
@@ -194,6 +195,11 @@ class SessionStore(Protocol):
     def awriter(self) -> contextlib.AbstractAsyncContextManager[Tail | None]:
         """Exclusive writer section for asyncio: waiting yields to the event loop."""
         ...
+
+
+class ColumnsOutdated(Exception):
+    """A store's entry columns no longer describe its session (it changed under them while they
+    were used): read the session again."""
 
 
 @runtime_checkable

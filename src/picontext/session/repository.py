@@ -38,6 +38,7 @@ __all__ = [
     "SessionInfo",
     "SessionRepository",
     "open_repository",
+    "session_file",
     "store_url",
 ]
 
@@ -137,6 +138,13 @@ def open_repository(url: str | None = None) -> SessionRepository:
         return JsonlRepository(_local(url, url))
     raise StoreUnavailable(f"unsupported {STORE_ENV} {url!r}: expected a directory, file:///dir, jsonl:/dir, "
                            "postgresql://... or memory:[NAME]")
+
+
+def session_file(path: str) -> SessionStore:
+    """The store of one session file named on a command line (a path, not an id): what reads or
+    writes it (a FIFO, a device or a directory is refused before it is opened)."""
+    resolved = paths.resolve_path(path)
+    return JsonlRepository(os.path.dirname(resolved)).store_at(resolved)
 
 
 def _local(path: str, url: str) -> str:

@@ -28,7 +28,7 @@ from picontext.errors import PicontextError
 from picontext.session.listing import SessionInfo
 from picontext.session.migrations import migrate_to_current
 from picontext.session.protocol import SessionStore
-from picontext.session.repository import open_repository
+from picontext.session.repository import session_file
 from picontext.viewer.model import build_view
 from picontext.viewer.page import pack, render_page
 
@@ -46,7 +46,7 @@ def file_store(info: SessionInfo) -> SessionStore:
     """The store of a listed session file (the default of `ViewerServer(store_of=)`)."""
     if info.file is None:
         raise PicontextError(f"not a session file: {info.location}")
-    return open_repository(os.path.dirname(info.file)).store(info.file)
+    return session_file(info.file)
 
 
 def stamp_of(store: SessionStore, location: str) -> str:
