@@ -12,7 +12,6 @@ the holder inside it do not wait again); waiting for it in `awriter` yields to t
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import itertools
@@ -271,6 +270,8 @@ class MemorySessionStore:
     @contextlib.asynccontextmanager
     async def awriter(self) -> AsyncIterator[Tail | None]:
         """`writer()` for asyncio: the wait for another holder yields to the event loop."""
+        import asyncio  # only the agent needs it: not imported by every CLI call
+
         log = self.sessions.get(self.session_id)
         if log is None or self._held():
             yield self.tail()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picontext._clock import iso_from_ms, js_date_ms
 from picontext.errors import AmbiguousSession, SessionFormatError, SessionNotFound
@@ -26,13 +26,23 @@ from picontext.session.listing import (
     list_all_sessions,
     list_sessions,
 )
-from picontext.session.manager import SessionManager
 from picontext.session.memory import MemorySessions, MemorySessionStore, memory_sessions
 from picontext.session.protocol import SessionStore
 from picontext.session.records import is_header, is_js_falsy, parsed_values
 from picontext.session.store import JsonlSessionStore, read_session_bytes, read_session_header
 
+if TYPE_CHECKING:
+    from picontext.session.manager import SessionManager
+
 __all__ = ["BaseRepository", "JsonlRepository", "MemoryRepository", "header_of_bytes", "newest_first"]
+
+
+def manager_class() -> type[SessionManager]:
+    """`SessionManager`, imported when a session is opened for writing: a command that only reads
+    a store (`context --json`) does not load the manager, its index and live projection."""
+    from picontext.session.manager import SessionManager
+
+    return SessionManager
 
 
 def header_of_bytes(data: bytes, source: str = "<bytes>") -> dict[str, Any]:
@@ -143,7 +153,7 @@ class BaseRepository:
         directory = self.session_dir(cwd)
         if directory:
             paths.ensure_dir(directory)  # as Pi: the session directory exists from here on
-        return SessionManager(cwd, directory, None, True, new_session_id=id, parent_session=parent_session,
+        return manager_class()(cwd, directory, None, True, new_session_id=id, parent_session=parent_session,
                               repository=self, **options)
 
     def open(self, ref: str, *, cwd: str | None = None, create: bool = False, **options: Any) -> SessionManager:
@@ -160,7 +170,7 @@ class BaseRepository:
     def open_store(self, store: SessionStore, file: str | None, *, cwd: str | None = None,
                    **options: Any) -> SessionManager:
         directory = os.path.dirname(file) if file else ""
-        return SessionManager.open_store(store, file=file, session_dir=directory, cwd=cwd, repository=self,
+        return manager_class().open_store(store, file=file, session_dir=directory, cwd=cwd, repository=self,
                                          **options)
 
     def latest(self, cwd: str, **options: Any) -> SessionManager | None:
@@ -175,7 +185,7 @@ class BaseRepository:
         directory = self.session_dir(paths.resolve_path(cwd))
         if directory:
             paths.ensure_dir(directory)
-        return SessionManager.fork_store(source, cwd, self, id=id, session_dir=directory, repository=self,
+        return manager_class().fork_store(source, cwd, self, id=id, session_dir=directory, repository=self,
                                          **options)
 
 
