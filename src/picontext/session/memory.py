@@ -260,6 +260,12 @@ class MemorySessionStore:
             return
         if not log.lock.acquire(timeout=self.lock_timeout):
             raise self._locked_error()
+        with self._holding(log) as tail:
+            yield tail
+
+    @contextlib.contextmanager
+    def _holding(self, log: MemoryLog) -> Iterator[Tail | None]:
+        """The section, once `log.lock` is had: this thread's or task's appends skip the lock."""
         token = _HELD.set(_HELD.get() | {self._key})
         try:
             yield self.tail()
@@ -281,9 +287,5 @@ class MemorySessionStore:
             if time.monotonic() > deadline:
                 raise self._locked_error()
             await asyncio.sleep(LOCK_POLL)
-        token = _HELD.set(_HELD.get() | {self._key})
-        try:
-            yield self.tail()
-        finally:
-            _HELD.reset(token)
-            log.lock.release()
+        with self._holding(log) as tail:
+            yield tail
