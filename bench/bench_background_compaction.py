@@ -38,8 +38,8 @@ from picontext.agent.session import AgentSession
 from picontext.agent.types import AgentToolResult
 from picontext.ai.providers import StreamOptions
 from picontext.compaction.settings import Settings
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_summaries import is_summary, paced

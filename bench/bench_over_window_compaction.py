@@ -38,10 +38,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: test doubles
 from scripted_summaries import is_summary, paced
 
 WINDOW = 16_000
@@ -191,7 +192,7 @@ def main() -> None:
     args = parser.parse_args()
     llama = None
     if args.summarizer == "llama":
-        from picontext.testing.llama_server import LlamaServer
+        from support.llama_server import LlamaServer
 
         llama = LlamaServer(n_ctx=args.llama_ctx).start()
     try:

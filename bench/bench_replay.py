@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "replay"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: test doubles
 LONG = [FIXTURES / "pi" / "real-before-compaction.jsonl", FIXTURES / "pi" / "real-large-session.jsonl",
         FIXTURES / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"]
 SHORT = [*(FIXTURES / "claude-code" / n for n in ("tool_heavy.jsonl", "subagent.jsonl", "short.jsonl")),
@@ -83,7 +84,7 @@ TRAJECTORIES = sorted((FIXTURES / "swe-agent").glob("*.traj"))
 
 def llama_runs() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the replay with SmolLM2 summarizing, one cut judged by SmolLM2)."""
-    from picontext.testing.llama_server import LlamaServer
+    from support.llama_server import LlamaServer
 
     with tempfile.TemporaryDirectory() as home, LlamaServer(n_ctx=4096) as server:
         Path(home, "models.json").write_text(json.dumps(server.models_json(max_tokens=512)))

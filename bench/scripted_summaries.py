@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from picontext.testing.model_server import RecordedRequest, Reply, frames_openai_completions
+from picontext.scripted.model_server import RecordedRequest, Reply, frames_openai_completions
 
 SUMMARY_MARK = "hand-off notes"  # in the summarizer's system prompt only
 

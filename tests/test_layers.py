@@ -1,8 +1,9 @@
 """The package's import rules (docs/design.md, "Layers"):
 
 - each layer imports only from itself and the layers before it: ai -> session -> compaction ->
-  agent -> cli (`viewer` sits between compaction and cli; `testing`, the public test doubles, may
-  use the layers before cli, and cli may use it for `picontext demo`);
+  agent -> cli (`viewer` sits between compaction and cli; `scripted`, the scripted model server,
+  uses only ai, and cli uses it for `picontext demo`; `testing`, the public test doubles,
+  re-exports it and may use the layers before cli);
 - front ends (cli, viewer, agent, compaction) reach sessions through the session repository and
   the store protocol, never a store backend (the JSONL store module, PostgreSQL, ...);
 - no name starting with `_` is imported from another module of the package;
@@ -23,8 +24,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "picontext"
 ORDER = ["ai", "session", "compaction", "agent", "cli"]
 ALLOWED = {layer: set(ORDER[: i + 1]) for i, layer in enumerate(ORDER)}
-ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "testing"}
-ALLOWED["cli"] = ALLOWED["cli"] | {"testing", "viewer"}  # `picontext demo` runs against the scripted model server
+ALLOWED["scripted"] = {"ai", "scripted"}  # the scripted model server (`picontext demo`, tests of code built on us)
+ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "scripted", "testing"}
+ALLOWED["cli"] = ALLOWED["cli"] | {"scripted", "viewer"}  # `picontext demo` runs against the scripted model server
 ALLOWED["viewer"] = {"ai", "session", "compaction", "viewer"}  # the HTML export/server: shows, never computes anew
 BASE = {"", "_json", "_clock", "_gc", "_files", "errors"}  # shared foundations under picontext/
 
@@ -135,7 +137,7 @@ def _under(layer: str) -> list[str]:
     return sorted(m for m in MODULES if m.split(".")[1:2] == [layer])
 
 
-@pytest.mark.parametrize("layer", [*ORDER, "testing", "viewer"])
+@pytest.mark.parametrize("layer", [*ORDER, "scripted", "testing", "viewer"])
 def test_layer_imports_only_earlier_layers(layer: str) -> None:
     bad = []
     for module in _under(layer):

@@ -12,8 +12,8 @@ from picontext.agent.types import AgentToolResult
 from picontext.ai.providers import StreamOptions
 from picontext.ai.retry import RetryPolicy
 from picontext.compaction.settings import Settings
+from picontext.scripted import ScriptedModelServer
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer
 
 
 class BigTool:
@@ -156,7 +156,7 @@ class HeldSummaries:
             self.jobs.append(_Job(self.turn, self.background.waited))
 
     def steps(self, count: int, text_of: Any) -> list[Any]:
-        from picontext.testing import text
+        from picontext.scripted import text
 
         holds = [_Hold(self) for _ in range(count)]
         return [text(text_of(k)).when(hold.take).hold_after(1, hold) for k, hold in enumerate(holds)]  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ from runtime_helpers import HeldSummaries, make
 
 from picontext.agent.background_compaction import PRIOR_SUMMARY_TURNS, Pace
 from picontext.compaction.compact import estimated_tokens
-from picontext.testing import ScriptedModelServer, reply, text, tokens
-from picontext.testing.model_server import RecordedRequest
+from picontext.scripted import ScriptedModelServer, reply, text, tokens
+from picontext.scripted.model_server import RecordedRequest
 
 SUMMARY_MARK = "hand-off notes"
 

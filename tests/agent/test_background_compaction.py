@@ -15,8 +15,8 @@ from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.prepare import prepare_compaction
 from picontext.compaction.resumable import SPAN_END_TYPE, SPAN_TYPE, find_pending_span, record_span
 from picontext.compaction.settings import CompactionSettings
-from picontext.testing import ScriptedModelServer, reply, text, tokens
-from picontext.testing.model_server import RecordedRequest
+from picontext.scripted import ScriptedModelServer, reply, text, tokens
+from picontext.scripted.model_server import RecordedRequest
 
 SUMMARY_MARK = "hand-off notes"  # in the summarizer's system prompt only
 BG = {"reserveTokens": 1000, "keepRecentTokens": 500, "backgroundTokens": 1500}
@@ -253,7 +253,7 @@ async def test_a_summarizer_that_cannot_start_is_reported_and_the_conversation_g
 async def test_overflow_recovery_cancels_a_running_background_summary(
         server: ScriptedModelServer, tmp_path: Path) -> None:
     from picontext.compaction.completion import CompletionRequest, ScriptedCompletion
-    from picontext.testing import overflow
+    from picontext.scripted import overflow
 
     never, writing = asyncio.Event(), asyncio.Event()
     calls: list[str] = []

@@ -16,7 +16,7 @@ from runtime_helpers import file_entries, make
 from picontext.cli.modes.reply_view import ReplyView
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import ScriptedCompletion
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

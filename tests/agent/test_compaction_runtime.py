@@ -14,8 +14,8 @@ from runtime_helpers import compact_types, file_entries, kinds, make, request_te
 from picontext.agent.hooks import Hooks
 from picontext.agent.session import SessionBusyError
 from picontext.errors import NothingToCompact
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
 
 S2 = {"reserveTokens": 400, "keepRecentTokens": 1100}
 
@@ -173,7 +173,7 @@ async def test_hooks_supply_cancel_and_report(server: ScriptedModelServer, tmp_p
 
 
 async def test_summary_failure_reports_auto_compaction_failed(server: ScriptedModelServer, tmp_path: Path) -> None:
-    from picontext.testing import http_error
+    from picontext.scripted import http_error
 
     session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50, "fallbackSummary": False})
     await history(session, server, n=2)

@@ -12,8 +12,8 @@ from runtime_helpers import file_entries, make
 
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.mask import KEPT_EXCERPT_CHARS
-from picontext.testing import ScriptedModelServer, text
-from picontext.testing.model_server import RecordedRequest
+from picontext.scripted import ScriptedModelServer, text
+from picontext.scripted.model_server import RecordedRequest
 
 WINDOW = 16_000
 SETTINGS = {"reserveTokens": 4000, "keepRecentTokens": 2000}  # threshold 12000

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from picontext.scripted import ScriptedModelServer, text
+from picontext.scripted.model_server import RecordedRequest
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, text
-from picontext.testing.model_server import RecordedRequest
 
 SUMMARY_MARK = "hand-off notes"  # in the summarizer's system prompt only
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from inprocess import run_main
 
-from picontext.testing import ScriptedModelServer, text
+from picontext.scripted import ScriptedModelServer, text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "replay"
 PI_COMPACTED = FIXTURES / "pi" / "real-before-compaction.jsonl"

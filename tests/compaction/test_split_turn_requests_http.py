@@ -16,8 +16,8 @@ from compaction_fixtures import Prep, assistant, user
 from picontext.compaction import prompts
 from picontext.compaction.completion import StreamCompletion
 from picontext.compaction.summarize import summarize_preparation
-from picontext.testing import ScriptedModelServer, text
-from picontext.testing.model_server import RecordedRequest
+from picontext.scripted import ScriptedModelServer, text
+from picontext.scripted.model_server import RecordedRequest
 
 
 def _is_prefix(req: RecordedRequest) -> bool:

@@ -17,9 +17,9 @@ from test_projection_vs_pi import UNDEFINED, first_difference, normalise
 from picontext.agent.session import AgentSession
 from picontext.ai.providers import StreamOptions
 from picontext.compaction.settings import Settings
+from picontext.scripted import ScriptedModelServer, text
+from picontext.scripted.model_server import RecordedRequest
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, text
-from picontext.testing.model_server import RecordedRequest
 
 
 def _is_summary(req: RecordedRequest) -> bool:

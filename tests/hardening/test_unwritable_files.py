@@ -15,7 +15,7 @@ import pytest
 from hostile_files import HEADER, entry, user
 from test_unreadable_files import one_line, picontext
 
-from picontext.testing import ScriptedModelServer
+from picontext.scripted import ScriptedModelServer
 
 
 @pytest.fixture

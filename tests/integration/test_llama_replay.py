@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from llama_fixture import serve_llama
 
-from picontext.testing.llama_server import LlamaServer
+from support.llama_server import LlamaServer
 
 # The smallest real trajectory, cut early: one summary request of ~1,100 tokens (SmolLM2 evaluates
 # 15-1000 tokens a second on this machine, depending on the load).

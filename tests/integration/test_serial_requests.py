@@ -10,7 +10,7 @@ import pytest
 
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import complete
-from picontext.testing import ScriptedModelServer, text
+from picontext.scripted import ScriptedModelServer, text
 
 
 def _ctx(prompt: str) -> dict:

@@ -20,7 +20,7 @@ from picontext.cli import loading
 from picontext.session import jsonl_columns, jsonl_index
 from picontext.session.index import EntryIndex
 from picontext.session.manager import SessionManager
-from picontext.session.store import indexed_columns, read_session_file
+from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_file
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
@@ -365,16 +365,16 @@ def test_a_file_changed_after_validation_is_read_whole_before_anything_is_printe
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(tmp_path / "s.jsonl")
     gen_realistic.generate(path, 1200, seed=14)
-    real = loading.indexed_columns
+    real = JsonlSessionStore.columns
 
-    def validated_then_changed(p: str) -> Any:
-        view = real(p)
-        data = Path(p).read_bytes()
-        with open(p, "r+b") as f:  # same size, every line shifted by one byte
+    def validated_then_changed(store: JsonlSessionStore) -> Any:
+        view = real(store)
+        data = Path(store.path).read_bytes()
+        with open(store.path, "r+b") as f:  # same size, every line shifted by one byte
             f.write(b" " + data[:-1])
         return view
 
-    monkeypatch.setattr(loading, "indexed_columns", validated_then_changed)
+    monkeypatch.setattr(JsonlSessionStore, "columns", validated_then_changed)
     assert loading.context_json_pieces(path, None) is None
 
 

@@ -106,14 +106,11 @@ def test_a_link_leaving_the_directory_is_not_listed_or_served(served: tuple[View
 def test_a_failure_inside_the_viewer_is_answered(tmp_path: Path) -> None:
     """Whatever goes wrong while building a page, the request gets an answer (500), never a
     dropped connection."""
-    from picontext.viewer.server import FileSource
-
-    class Broken(FileSource):
-        def view(self, location: str) -> tuple[dict[str, object], list[bytes]]:
-            raise RuntimeError("a bug")
+    def broken(info: object, store: object) -> tuple[dict[str, object], list[bytes]]:
+        raise RuntimeError("a bug")
 
     path = session(tmp_path / "s.jsonl", "s1", "hi")
-    server = ViewerServer(lambda: list_all_sessions(str(tmp_path)), str(tmp_path), source=Broken())
+    server = ViewerServer(lambda: list_all_sessions(str(tmp_path)), str(tmp_path), view=broken)
     server.start()
     try:
         answer = httpx.get(f"http://127.0.0.1:{server.port}/view/{session_key(str(path))}")

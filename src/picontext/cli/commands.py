@@ -292,14 +292,14 @@ def _register_dropped(sub: Any) -> None:
 # -- store (store_cmds.py) ---------------------------------------------------------------------------
 
 def _register_store(sub: Any) -> None:
-    p = sub.add_parser("store", help="copy sessions between JSONL files and the session database "
+    p = sub.add_parser("store", help="copy sessions between JSONL files and the session store "
                        "(--store URL or $PICONTEXT_STORE)",
-                       **described("Copy sessions between JSONL files and the session database (docs/storage.md).",
+                       **described("Copy sessions between JSONL files and the session store (docs/storage.md).",
                                    "picontext --store postgresql:///picontext store import *.jsonl",
                                    "picontext --store postgresql:///picontext store export 01a22be0 > s.jsonl"))
     ssub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
-    ip = ssub.add_parser("import", help="store session files in the database, byte for byte",
-                         **described("Store session files in the database, byte for byte.",
+    ip = ssub.add_parser("import", help="store session files in the session store, byte for byte",
+                         **described("Store session files in the session store, byte for byte.",
                                      "picontext --store postgresql:///picontext store import s1.jsonl s2.jsonl"))
     ip.add_argument("files", nargs="+", metavar="FILE", help="session files (.jsonl)")
     ip.set_defaults(handler=lambda args: _store_cmds().cmd_import(args))

@@ -77,12 +77,12 @@ def _replay_sessions(files: list[str], fmt: str, tmp: str) -> list[Any]:
     from picontext.compaction.replay import load_session
     from picontext.session.importers import detect_format, import_files
     from picontext.session.importers.output import ImportFailed
-    from picontext.session.store import read_session_header
+    from picontext.session.repository import session_file
 
     sessions = []
     for path in files:
         try:
-            header = read_session_header(path)
+            header = session_file(path).read_header()
         except OSError as exc:
             raise CliError(f"cannot read {path}: {exc.strerror}") from None
         if header is not None:

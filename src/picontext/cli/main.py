@@ -11,7 +11,7 @@ from picontext import __version__
 from picontext.cli import terminal
 from picontext.cli.base import CliError, add_session_flags, looks_like_session_id
 from picontext.cli.commands import REGISTRATIONS, run_chat, run_print
-from picontext.cli.store_cmds import apply_store_flag
+from picontext.cli.repo import apply_store_flag
 from picontext.errors import PicontextError
 
 __all__ = ["build_parser", "command_names", "main", "route", "run"]
@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Taken out of the arguments before parsing (apply_store_flag: valid anywhere, on every
     # command); declared here so that --help names it.
     parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                        help="sessions in a PostgreSQL database instead of files (also $PICONTEXT_STORE; "
-                        "anywhere on the command line, for every command; docs/storage.md)")
+                        help="the session store: a directory, postgresql://... or memory: (also "
+                        "$PICONTEXT_STORE; anywhere on the command line, for every command; docs/storage.md)")
     add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for register in REGISTRATIONS:

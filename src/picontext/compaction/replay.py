@@ -38,7 +38,7 @@ from picontext.errors import CompactionError, NothingToCompact, SessionFormatErr
 from picontext.session.manager import SessionManager
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import LAST, build_session_path, field_of
-from picontext.session.store import load_file_entries
+from picontext.session.repository import session_file
 
 __all__ = [
     "STRATEGIES",
@@ -85,7 +85,8 @@ class ReplaySession:
 
 def load_session(path: str, source: str | None = None) -> ReplaySession:
     try:
-        file_entries = load_file_entries(path)
+        loaded = session_file(path).load()
+        file_entries = loaded.entries if loaded.valid else []
     except OSError as exc:
         raise SessionFormatError(f"cannot read {path}: {exc.strerror}", path=path) from None
     if not file_entries:

@@ -41,6 +41,7 @@ import msgspec
 
 from picontext import _json
 from picontext.session import jsonl_index
+from picontext.session.protocol import ColumnsOutdated
 
 COLUMNS_VERSION = 4  # 3: no role column; 4: ctime, time checked, ends hash; checksummed file
 _MAX_KINDS = 255
@@ -395,10 +396,6 @@ def _take_header(data: EntryColumns, piece: bytes | bytearray) -> bool:
         raise _Irregular  # not a session, or a legacy one (migrated by the full reader)
     data.header_seen = True
     return True
-
-
-class ColumnsOutdated(Exception):
-    """The file changed under the columns while they were used: read it again."""
 
 
 class ColumnView:

@@ -13,12 +13,17 @@ from datetime import UTC, datetime
 from picontext._clock import js_date_ms
 from picontext.errors import SessionFormatError
 from picontext.session import paths
-from picontext.session.store import JsonlSessionStore, is_header
+from picontext.session.protocol import ListingFacts
+from picontext.session.records import is_header
+from picontext.session.store import JsonlSessionStore
 
 
 @dataclass(slots=True)
 class SessionInfo:
-    path: str
+    """One session as a listing shows it. `location` names it for display (a JSONL session's
+    file path; `<url>#<id>` in other stores: never parsed); `file` is its real file, or None."""
+
+    location: str
     id: str
     cwd: str
     name: str | None
@@ -29,6 +34,12 @@ class SessionInfo:
     entry_count: int
     size: int
     first_message: str
+    file: str | None = None
+
+    @property
+    def path(self) -> str:
+        """`location` (Pi's SessionInfo calls it `path`)."""
+        return self.location
 
 
 def build_session_info(path: str) -> SessionInfo | None:
@@ -37,8 +48,12 @@ def build_session_info(path: str) -> SessionInfo | None:
         facts = JsonlSessionStore(path).facts()
     except (OSError, SessionFormatError):
         return None
-    if facts is None:
-        return None
+    return None if facts is None else info_from_facts(facts, path, path)
+
+
+def info_from_facts(facts: ListingFacts, location: str, file: str | None) -> SessionInfo:
+    """A listing line from a store's facts, by Pi's rules: modified is the last activity, else
+    the creation time, else the storage's modification time."""
     header = facts.header
     created_ms = js_date_ms(header.get("timestamp"))
     created = _dt(created_ms) if created_ms == created_ms else None
@@ -51,9 +66,9 @@ def build_session_info(path: str) -> SessionInfo | None:
     cwd = header.get("cwd")
     parent = header.get("parentSession")
     return SessionInfo(
-        path=path, id=str(header.get("id", "")), cwd=cwd if isinstance(cwd, str) else "", name=facts.name,
-        parent_session_path=parent if isinstance(parent, str) else None, created=created, modified=modified,
-        message_count=facts.message_count, entry_count=facts.entry_count, size=facts.size,
+        location=location, file=file, id=str(header.get("id", "")), cwd=cwd if isinstance(cwd, str) else "",
+        name=facts.name, parent_session_path=parent if isinstance(parent, str) else None, created=created,
+        modified=modified, message_count=facts.message_count, entry_count=facts.entry_count, size=facts.size,
         first_message=facts.first_message or "(no messages)",
     )
 
@@ -101,12 +116,13 @@ def list_sessions(cwd: str, session_dir: str | None = None) -> list[SessionInfo]
     return sorted(infos, key=lambda i: i.modified, reverse=True)
 
 
-def list_all_sessions(session_dir: str | None = None) -> list[SessionInfo]:
-    """Every session under the sessions root (one level of project dirs), or in one directory."""
+def list_all_sessions(session_dir: str | None = None, *, root: str | None = None) -> list[SessionInfo]:
+    """Every session under the sessions root (default: `paths.sessions_root()`; one level of
+    project dirs), or in one directory."""
     if session_dir is not None:
         files = jsonl_files(session_dir)
     else:
-        root = paths.sessions_root()
+        root = root or paths.sessions_root()
         try:
             subdirs = [os.path.join(root, d) for d in os.listdir(root)]
         except OSError:

@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import msgspec
-import orjson
 
 from picontext import _files, _json
 from picontext._gc import gc_paused
@@ -39,6 +38,15 @@ from picontext.errors import SessionFormatError, SessionLockedError, SessionWrit
 from picontext.session import jsonl_columns, jsonl_index
 from picontext.session.paths import ensure_dir
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
+from picontext.session.records import (
+    HEADER_SCAN_LIMIT,
+    RawLine,
+    is_header,
+    is_js_falsy,
+    parse_appended,
+    parse_session_bytes,
+    parsed_values,
+)
 
 __all__ = [
     "JsonlSessionStore",
@@ -57,165 +65,8 @@ __all__ = [
     "read_session_header",
 ]
 
-HEADER_SCAN_LIMIT = 1024 * 1024
 # Real paths of the session files whose writer section this thread or task holds.
 _HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("picontext_held_locks", default=frozenset())
-
-
-def _is_js_falsy(value: Any) -> bool:
-    """Falsy for JavaScript: null, false, 0, "" (but {} and [] are truthy); such lines are skipped."""
-    if value is None or value is False or value == "":
-        return True
-    return type(value) in (int, float) and value == 0
-
-
-def _parse_line(raw: bytes, number: int, result: LoadResult, *, last: bool) -> None:
-    if not raw.strip(b" \t\r\n\x0b\x0c"):
-        return
-    try:
-        value = _json.loads(raw)
-    except _json.JsonLineError as exc:
-        reason = str(exc).splitlines()[0][:120]
-        result.skipped.append(SkippedLine(number, reason, torn=last))
-        return
-    if not _is_js_falsy(value):
-        result.entries.append(value)
-
-
-def is_header(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
-
-
-class _MessageHead(msgspec.Struct, gc=False):
-    role: Any = msgspec.UNSET
-
-
-class RawLine(msgspec.Struct, gc=False):
-    """An entry not parsed yet: the few fields the tree index needs, and its line.
-
-    Decoded straight from the line by msgspec, which skips every other field without building
-    Python objects for it. The line is filled in afterwards (the JSON names of the fields after
-    `message` cannot occur in a file). Written back to a file as the original bytes, so an entry
-    never parsed is copied byte for byte.
-
-    A store that has the head without the line (the PostgreSQL store keeps heads in a column)
-    leaves `raw` empty and sets `source`, an object whose `line_of(seq)` returns the line of
-    record `seq` on first use (`LineSource`).
-    """
-
-    type: Any = msgspec.UNSET
-    id: Any = msgspec.UNSET
-    parentId: Any = msgspec.UNSET
-    message: _MessageHead | msgspec.UnsetType | None = msgspec.UNSET
-    raw: bytes = msgspec.field(default=b"", name="@@picontext raw line@@")
-    seq: int = msgspec.field(default=-1, name="@@picontext seq@@")
-    source: Any = msgspec.field(default=None, name="@@picontext line source@@")
-
-    @property
-    def line(self) -> bytes:
-        if not self.raw and self.source is not None:
-            self.raw = self.source.line_of(self.seq)
-            self.source = None
-        return self.raw
-
-    @line.setter
-    def line(self, value: bytes) -> None:
-        self.raw = value
-        self.source = None
-
-    def has_id(self) -> bool:
-        return self.id is not msgspec.UNSET
-
-    @property
-    def parent_id(self) -> Any:
-        return None if self.parentId is msgspec.UNSET else self.parentId
-
-    @property
-    def role(self) -> Any:
-        message = self.message
-        return message.role if type(message) is _MessageHead and message.role is not msgspec.UNSET else None
-
-    def parse(self) -> Any:
-        return _json.loads(self.line)
-
-
-_decode_head = msgspec.json.Decoder(RawLine).decode
-
-# Entry types whose bodies can be large; their lines are kept as bytes until first needed.
-LAZY_TYPES = frozenset({"message", "custom_message", "custom", "usage", "branch_summary"})
-
-
-def _head(raw: bytes) -> RawLine | None:
-    try:
-        return _decode_head(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-
-
-def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> LoadResult:
-    """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines.
-
-    `data` is the file's bytes, or already split on "\\n". With `lazy`, lines of the bulky entry
-    types of a current-version file are kept as `RawLine`s.
-    """
-    result = LoadResult()
-    lines = data.split(b"\n") if isinstance(data, bytes) else data
-    start = 0
-    if lazy:
-        start = _parse_full(lines, 0, result, first_only=True)  # the header decides
-        if result.entries and is_header(result.entries[0]) and _is_current(result.entries[0]):
-            _parse_rest_lazily(lines, start, result)
-            start = len(lines)
-    _parse_full(lines, start, result)
-    result.missing_newline = lines[-1] != b""
-    result.valid = bool(result.entries) and is_header(result.entries[0])
-    return result
-
-
-def _parse_full(lines: list[bytes], start: int, result: LoadResult, *, first_only: bool = False) -> int:
-    """Parse lines[start:] completely; with `first_only`, stop after the first kept value."""
-    loads = orjson.loads
-    entries = result.entries
-    last = len(lines) - 1
-    for n in range(start, len(lines)):
-        raw = lines[n]
-        try:
-            value = loads(raw)  # fast path: a well-formed line
-        except orjson.JSONDecodeError:
-            _parse_line(raw, n + 1, result, last=n == last)
-            continue
-        if not _is_js_falsy(value):
-            entries.append(value)
-            if first_only:
-                return n + 1
-    return len(lines)
-
-
-def _is_current(header: dict[str, Any]) -> bool:
-    version = header.get("version")
-    return isinstance(version, int | float) and not isinstance(version, bool) and version >= 3
-
-
-def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> None:
-    entries = result.entries
-    append = entries.append
-    lazy_types = LAZY_TYPES
-    last = len(lines) - 1
-    heads = [_head(raw) for raw in lines[start:]]
-    for offset, head in enumerate(heads):
-        n = start + offset
-        raw = lines[n]
-        if head is not None and type(head.type) is str and head.type in lazy_types:
-            head.raw = raw
-            append(head)
-            continue
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            _parse_line(raw, n + 1, result, last=n == last)
-            continue
-        if not _is_js_falsy(value):
-            append(value)
 
 
 def _not_regular(path: str, kind: str) -> SessionFormatError:
@@ -282,15 +133,8 @@ def read_appended(path: str, tail: Tail, *, lazy: bool = False) -> LoadResult | 
     finally:
         os.close(fd)
     data = data[: data.rfind(b"\n") + 1]  # complete lines only: a writer may be mid-line
-    result = LoadResult()
-    lines = data.split(b"\n")
-    lines.pop()  # the empty piece after the last "\n"
     with gc_paused():
-        if lazy:
-            _parse_rest_lazily(lines, 0, result)
-        else:
-            _parse_full(lines, 0, result)
-    result.size = len(data)
+        result = parse_appended(data, lazy=lazy)
     result.tail = Tail(tail.generation, offset + len(data))
     return result
 
@@ -428,7 +272,7 @@ def _scan_header(f: Any) -> tuple[str, Any]:
             yield raw
 
     for value in parsed_values(lines()):
-        if not _is_js_falsy(value):
+        if not is_js_falsy(value):
             return ("header" if is_header(value) else "other"), value
     return ("limit" if left < 0 else "end"), None
 
@@ -445,18 +289,6 @@ def _refused_early(f: Any, st: os.stat_result) -> LoadResult | None:
     result = LoadResult(entries=[value] if found == "other" else [], size=st.st_size)
     result.tail = Tail(_generation(st), st.st_size)
     return result
-
-
-def parsed_values(lines: Iterable[bytes]) -> Iterator[Any]:
-    """The JSON values of `lines`, skipping blank and unparsable ones (how Pi reads a session)."""
-    for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            value = _json.loads(raw)
-        except _json.JsonLineError:
-            continue
-        yield value
 
 
 def scan_listing_facts(path: str) -> ListingFacts | None:
@@ -526,6 +358,25 @@ class JsonlSessionStore:
 
     def read_header(self) -> dict[str, Any] | None:
         return read_session_header(self.path)
+
+    def check_writable(self) -> None:
+        """SessionWriteError when the file (or, for a new one, its directory) cannot be written:
+        a read-only filesystem, another user's file or directory, an immutable file."""
+        if os.path.exists(self.path):
+            if not os.access(self.path, os.W_OK):
+                raise SessionWriteError(f"Cannot write session file {self.path}: it is not writable")
+            return
+        directory = os.path.dirname(self.path) or "."
+        if os.path.isdir(directory) and not os.access(directory, os.W_OK | os.X_OK):
+            raise SessionWriteError(f"Cannot write session file {self.path}: its directory is not writable")
+
+    def columns(self) -> jsonl_columns.ColumnView | None:
+        """The file's entry columns (`indexed_columns`), or None when they cannot describe it."""
+        return indexed_columns(self.path)
+
+    def drop_columns(self) -> None:
+        """Forget the columns cache of this file (it turned out outdated)."""
+        jsonl_columns.drop_columns(os.path.realpath(self.path))
 
     def facts(self) -> ListingFacts | None:
         """From the index cache when it is on (only the index is read when the file did not
@@ -696,10 +547,13 @@ class JsonlSessionStore:
     def create(self, file_entries: list[Any]) -> Tail:
         """Write a brand-new file, and its missing directories (0700, as `paths.ensure_dir`);
         fails with FileExistsError if the path already exists."""
+        return self.create_bytes(_encode(file_entries))
+
+    def create_bytes(self, data: bytes) -> Tail:
+        """`create` with the file's exact bytes (an import: every line kept as it is)."""
         self._make_directory()
-        payload = _encode(file_entries)
         tmp = self._tmp_path()
-        self._write_new(tmp, payload)
+        self._write_new(tmp, data)
         try:
             # link() fails if the target exists: an exclusive create that is also atomic.
             os.link(tmp, self.path)
@@ -708,7 +562,13 @@ class JsonlSessionStore:
         finally:
             os.unlink(tmp)
         _fsync_dir(self.path)
-        return self.tail() or Tail((0, 0), len(payload))
+        return self.tail() or Tail((0, 0), len(data))
+
+    def read_bytes(self) -> bytes:
+        """The whole file, byte for byte (an export); a FIFO, device or directory is refused
+        before it is opened (SessionFormatError)."""
+        with open(_open_regular(self.path), "rb") as f:
+            return f.read()
 
     def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> Tail:
         """Atomically replace the file's content (tmp + fsync + rename), keeping a backup."""

@@ -24,7 +24,8 @@ from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
 from picontext.cli.base import CliError, flag, looks_like_session_id
-from picontext.cli.loading import CappedWarnings, check_regular_file, session_path
+from picontext.cli.loading import CappedWarnings
+from picontext.cli.repo import repository
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
 
@@ -44,53 +45,29 @@ def _resume_word_is_prompt(args: argparse.Namespace) -> None:
 
 
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
-    from picontext.cli.store_cmds import open_stored_manager, store_url
-
+    """The chat's and print mode's session: --session REF (a new one when REF names none yet but
+    could: a valid id, a file path), -r ID, -r (picked), -c (the latest, else new), new, or
+    --no-session (in memory)."""
     _resume_word_is_prompt(args)
-    url = store_url()
-    if url is not None:  # --store URL: the same choices, in the session database
-        return open_stored_manager(args, cwd, url)
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
-    manager = _open_file_manager(args, cwd)
-    _check_writable(manager)
-    return manager
-
-
-def _open_file_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    repo = repository()
     warn = CappedWarnings()
-    if flag(args, "session"):
-        path = session_path(args.session, cwd, create=True)
-        # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
-        check_regular_file(path, missing_ok=True)
-        return SessionManager.open(path, warn=warn)
+    ref = flag(args, "session")
     resume = flag(args, "resume")
-    if isinstance(resume, str):
-        return SessionManager.open(session_path(resume, cwd), warn=warn)
-    if resume:
+    if ref:
+        manager = repo.open(ref, cwd=None, create=True, warn=warn)
+    elif isinstance(resume, str):
+        manager = repo.open(resume, warn=warn)
+    elif resume:
         from picontext.cli.modes.pickers import pick_session  # prompt_toolkit: only to pick
 
-        return SessionManager.open(pick_session(cwd), warn=warn)
-    if flag(args, "continue_"):
-        return SessionManager.continue_recent(cwd, warn=warn)
-    return SessionManager.create(cwd, warn=warn)
-
-
-def _check_writable(manager: SessionManager) -> None:
-    """The session's file must take the prompt and the reply: one that cannot be written (a
-    read-only filesystem, another user's file or directory, an immutable file) is refused now,
-    before the model is asked, not after its reply. (A new session's file is made with the first
-    reply, so for it the directory is asked.)"""
-    path = manager.get_session_file()
-    if not path:
-        return
-    if os.path.exists(path):
-        if not os.access(path, os.W_OK):
-            raise CliError(f"Cannot write session file {path}: it is not writable")
-        return
-    directory = os.path.dirname(path) or "."
-    if os.path.isdir(directory) and not os.access(directory, os.W_OK | os.X_OK):
-        raise CliError(f"Cannot write session file {path}: its directory is not writable")
+        manager = repo.open(pick_session(cwd), warn=warn)
+    else:
+        latest = repo.latest(cwd, warn=warn) if flag(args, "continue_") else None
+        manager = latest if latest is not None else repo.create(cwd, warn=warn)
+    manager.check_writable()
+    return manager
 
 
 def settings_model() -> str | None:

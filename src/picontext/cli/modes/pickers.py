@@ -250,11 +250,11 @@ async def choose(question: str, options: list[tuple[str, str]]) -> str | None:
 
 
 def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
-    """Ask which recent session to resume (an arrow-key list, newest first); returns its path.
-    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
-    from picontext.session.listing import list_sessions
+    """Ask which recent session to resume (an arrow-key list, newest first); returns its id (or
+    file). `infos`: the sessions to choose from (default: the repository's sessions of `cwd`)."""
+    from picontext.cli.repo import repository
 
-    infos = (list_sessions(cwd) if infos is None else infos)[:20]
+    infos = (repository().list(cwd) if infos is None else infos)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
     if not sys.stdin.isatty() or not sys.stdout.isatty():
@@ -262,4 +262,5 @@ def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
     answer = asyncio.run(choose("Resume which session?", session_options(infos)))
     if answer is None:
         raise CliError("No session picked")
-    return infos[int(answer) - 1].path
+    info = infos[int(answer) - 1]
+    return info.file or info.id

@@ -15,7 +15,8 @@ from picontext.errors import SessionFormatError
 from picontext.session.postgres.database import Database
 from picontext.session.postgres.store import Batch, PgSessionStore, clean_text
 from picontext.session.protocol import Tail
-from picontext.session.store import _is_js_falsy, parsed_values, read_session_bytes
+from picontext.session.records import is_js_falsy, parsed_values
+from picontext.session.store import read_session_bytes
 
 
 def batch_of_bytes(data: bytes) -> tuple[Batch, bool]:
@@ -54,7 +55,7 @@ def import_bytes(db: Database, data: bytes, *, source: str = "<bytes>") -> tuple
 def _header_first(batch: Batch) -> bool:
     """The file's first parsed, non-falsy value is the header (the rule for a valid session)."""
     for value in parsed_values(batch.lines):
-        if _is_js_falsy(value):
+        if is_js_falsy(value):
             continue
         return value is batch.header or value == batch.header
     return False
