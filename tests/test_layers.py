@@ -38,33 +38,8 @@ BACKENDS = ("picontext.session.store", "picontext.session.postgres", "picontext.
 # Imports that break a rule today and belong to issue 20's session-repository work (branch
 # i20-repo: the repository, the shared record module, the CLI's session opening). The integrator
 # empties these lists after merging it; nothing else may be added.
-BACKEND_ALLOWED = {
-    ("cli/eval_cmds.py", "picontext.session.store"),
-    ("cli/loading.py", "picontext.session.store"),
-    ("cli/modes/interactive.py", "picontext.session.postgres.listing"),
-    ("cli/serve_cmds.py", "picontext.session.postgres.listing"),
-    ("cli/serve_cmds.py", "picontext.session.postgres.store"),
-    ("cli/sessions_cmds.py", "picontext.session.postgres.listing"),
-    ("cli/store_cmds.py", "picontext.session.postgres"),
-    ("cli/store_cmds.py", "picontext.session.postgres.database"),
-    ("cli/store_cmds.py", "picontext.session.postgres.listing"),
-    ("cli/store_cmds.py", "picontext.session.postgres.transfer"),
-    ("compaction/replay.py", "picontext.session.store"),
-    ("viewer/server.py", "picontext.session.store"),
-}
-PRIVATE_ALLOWED = {
-    # the PostgreSQL store parses lines with the JSONL store's helpers (one record module: i20-repo)
-    ("session/postgres/store.py", "picontext.session.store", "_MessageHead"),
-    ("session/postgres/store.py", "picontext.session.store", "_head"),
-    ("session/postgres/store.py", "picontext.session.store", "_is_current"),
-    ("session/postgres/store.py", "picontext.session.store", "_parse_full"),
-    ("session/postgres/store.py", "picontext.session.store", "_is_js_falsy"),
-    ("session/postgres/store.py", "picontext.session.store", "_parse_line"),
-    ("session/postgres/store.py", "picontext.session.store", "_parse_rest_lazily"),
-    ("session/postgres/transfer.py", "picontext.session.store", "_is_js_falsy"),
-    # the PostgreSQL test doubles leave the package (i20-repo, issue 20 item 8)
-    ("testing/pgbouncer.py", "picontext.testing.postgres", "_free_port"),
-}
+BACKEND_ALLOWED: set[tuple[str, str]] = set()
+PRIVATE_ALLOWED: set[tuple[str, str, str]] = set()
 CYCLES_ALLOWED: set[frozenset[str]] = set()
 
 

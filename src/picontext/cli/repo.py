@@ -9,14 +9,12 @@ knows.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from picontext.session.repository import SessionRepository, open_repository, store_url
-
 if TYPE_CHECKING:
     from picontext.session.manager import SessionManager
+    from picontext.session.repository import SessionRepository
 
 __all__ = ["apply_store_flag", "choose_store", "chosen_url", "open_session", "repository"]
 
@@ -58,6 +56,8 @@ def apply_store_flag(argv: Sequence[str]) -> list[str]:
 
 def chosen_url() -> str | None:
     """The store URL in effect: --store's, else $PICONTEXT_STORE's, else None (the default)."""
+    from picontext.session.repository import store_url  # main() takes --store out; --help needs no more
+
     url = _choice.get("url", store_url())
     return (url.strip() or None) if url is not None else None
 
@@ -65,6 +65,8 @@ def chosen_url() -> str | None:
 def repository() -> SessionRepository:
     """The repository of this command (cheap to open: a database's connection pool is the
     process's); StoreUnavailable in one line."""
+    from picontext.session.repository import open_repository
+
     quiet_driver_logs()
     return open_repository(chosen_url())
 
@@ -79,6 +81,8 @@ def quiet_driver_logs() -> None:
     """The CLI reports a store failure in one line of its own; a database driver's pool logs
     (failed reconnections, discarded connections) would print before it through logging's
     last-resort handler. Library users keep them."""
+    import logging
+
     logger = logging.getLogger("psycopg.pool")
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
