@@ -65,7 +65,7 @@ class PicontextSession:
         self.session_id: str = self.memory.session_id
         self.auto_compact = auto_compact
         self.session_settings = session_settings
-        self._usage_seen: tuple[int, int] = (0, 0)  # (id of the run's Usage, request entries taken)
+        self._last_usage: Any = None  # the SDK's usage record of the request whose reply was stored last
         self._compactions = 0
         self._converted: dict[int, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
 
@@ -173,14 +173,9 @@ class PicontextSession:
         """The usage of the run's newest model request, once (None when no new request)."""
         usage = getattr(wrapper, "usage", None)
         entries = getattr(usage, "request_usage_entries", None)
-        if not entries:
+        if not entries or entries[-1] is self._last_usage:
             return None
-        key = id(usage)
-        seen = self._usage_seen[1] if self._usage_seen[0] == key else 0
-        if len(entries) <= seen:
-            return None
-        self._usage_seen = (key, len(entries))
-        last = entries[-1]
+        last = self._last_usage = entries[-1]  # held, so its identity is never reused
         details = getattr(last, "input_tokens_details", None)
         cached = int(getattr(details, "cached_tokens", 0) or 0)
         prompt = int(last.input_tokens or 0)
