@@ -30,7 +30,7 @@ from typing import Any
 from agents import SQLiteSession
 
 from picontext.integrations.openai_agents import PicontextSession
-from picontext.testing import ScriptedModelServer
+from picontext.scripted import ScriptedModelServer
 
 FILLER = "lorem ipsum dolor sit amet " * 12
 

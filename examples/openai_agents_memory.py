@@ -55,7 +55,7 @@ def report(session: PicontextSession) -> str:
 
 
 async def scripted(turns: int, store: str | None) -> None:
-    from picontext.testing import ScriptedModelServer, measured, reply, text, tool_call
+    from picontext.scripted import ScriptedModelServer, measured, reply, text, tool_call
 
     with ScriptedModelServer() as server:
         model = server.model("openai-completions", context_window=4_000, max_tokens=1_000)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "integrations"))
 from agents_script import Conversation, make_agent, session_for
 from test_projection_vs_pi import UNDEFINED, first_difference, normalise
 
-from picontext.testing import ScriptedModelServer
+from picontext.scripted import ScriptedModelServer
 
 PiReference = Any
 

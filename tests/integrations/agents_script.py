@@ -16,7 +16,7 @@ from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, functio
 from openai import AsyncOpenAI
 
 from picontext.integrations.openai_agents import PicontextSession
-from picontext.testing import RecordedRequest, ScriptedModelServer, measured, reply, request_tokens, text, tool_call
+from picontext.scripted import RecordedRequest, ScriptedModelServer, measured, reply, request_tokens, text, tool_call
 
 set_tracing_disabled(True)
 

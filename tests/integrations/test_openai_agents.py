@@ -14,8 +14,8 @@ from agents_script import SUMMARY_MARK, Conversation, make_agent, session_for, t
 
 from picontext.errors import ConfigError, SessionNotFound, StoreUnavailable
 from picontext.integrations.openai_agents import PicontextSession
+from picontext.scripted import ScriptedModelServer, measured, reply, request_tokens, text
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, measured, reply, request_tokens, text
 
 WINDOW = 4_000
 

@@ -13,7 +13,7 @@ from picontext.integrations.openai_agents_items import (
     items_to_messages,
     messages_to_items,
 )
-from picontext.testing import ScriptedModelServer
+from picontext.scripted import ScriptedModelServer
 
 PROVIDER_DATA = {"model": "scripted-model", "response_id": "chatcmpl-scripted"}
 # What the SDK's Runner hands to Session.add_items (captured from a Chat Completions run) ...

@@ -137,6 +137,10 @@ class PicontextSession:
             return model_data
         return ModelInputData(input=stored, instructions=model_data.instructions)
 
+    def close(self) -> None:
+        """Close the store connection this session opened (as `SQLiteSession.close`)."""
+        self.memory.close()
+
     @property
     def compactions(self) -> int:
         """Compactions this object made (automatic and `run_compaction`)."""
