@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +211,29 @@ async def test_responses_api_run_replays_reasoning_and_calls_run_compaction(serv
     assert call["call_id"] == "call_1" and call["id"] == next(
         i for i in first_run_items if i.get("type") == "function_call")["id"]
     assert [i.get("role") for i in replayed if i.get("role")] == ["user", "assistant", "user"]
+
+
+async def test_picontext_chat_continues_the_session(server: ScriptedModelServer, tmp_path: Path) -> None:
+    """`picontext -r ID -p ...` continues what the SDK wrote: same model (recorded in the
+    session), the SDK's tool call and result in its request, its reply appended to the file."""
+    store = str(tmp_path / "store")
+    session = session_for(server, store, str(tmp_path))
+    talk = Conversation(server, session, make_agent(server))
+    await talk.turn(0)
+    talk.drain()
+    home = Path(os.environ["PICONTEXT_DIR"])
+    (home / "models.json").write_text(json.dumps({"providers": {"openai-compatible": {
+        "baseUrl": server.url + "/v1", "api": "openai-completions", "apiKey": "scripted",
+        "models": [{"id": "scripted-model", "contextWindow": 4_000, "maxTokens": 1_000}]}}}))
+    server.expect(reply(text("continued in picontext"), usage=measured()))
+    proc = await asyncio.to_thread(subprocess.run, [
+        sys.executable, "-m", "picontext", "--store", store, "-r", session.session_id, "-p", "one more thing"],
+        capture_output=True, text=True, encoding="utf-8", timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "continued in picontext" in proc.stdout
+    (request,) = server.requests
+    sent = json.dumps(request.body)
+    assert "call_0" in sent and tool_output("topic 0") in sent and "one more thing" in sent
+    again = session_for(server, store, str(tmp_path), session_id=session.session_id)
+    items = await again.get_items()
+    assert items[-1] == {"role": "assistant", "content": "continued in picontext"}
