@@ -10,6 +10,8 @@
     │   ├── InvalidReplacement      bad context_edit replacement
     │   ├── InvalidSessionId        caller-supplied id of the wrong shape
     │   ├── ForkError               fork source empty or invalid
+    │   ├── SessionNotFound         no session with this id in the store
+    │   ├── StoreUnavailable        the store cannot be opened (bad URL, unreachable)
     │   ├── SessionLockedError      another process holds the file lock too long
     │   ├── StaleSessionError       another writer appended (or replaced the log) since our tail
     │   └── SessionWriteError       the disk refused a write (full, vanished file)

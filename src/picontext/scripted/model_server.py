@@ -55,11 +55,13 @@ __all__ = [
     "Step",
     "UnexpectedModelRequest",
     "http_error",
+    "measured",
     "overflow",
     "overloaded",
     "rate_limit",
     "raw_stream",
     "reply",
+    "request_tokens",
     "server_error",
     "silent_stream",
     "text",
@@ -99,6 +101,20 @@ class Usage:
 def tokens(input: int = 10, output: int = 5, *, cache_read: int = 0, cache_write: int = 0) -> Usage:
     """Usage numbers the reply reports, in picontext terms (input excludes cached tokens)."""
     return Usage(input, output, cache_read, cache_write)
+
+
+MEASURED = -1
+
+
+def measured(output: int = 5) -> Usage:
+    """Usage whose input is the request's own size (ceil(JSON body chars / 4)), as a real server
+    counts what it was sent: for tests whose requests grow and shrink (compaction)."""
+    return Usage(MEASURED, output)
+
+
+def request_tokens(body: Any) -> int:
+    """The input tokens `measured()` reports for a request body."""
+    return -(-len(json.dumps(body, ensure_ascii=False)) // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,15 +163,6 @@ class Reply:
         """Serve this reply only to a request whose JSON body contains `needle`."""
         return self.when(lambda req: needle in json.dumps(req.body, ensure_ascii=False))
 
-    def describe(self) -> str:
-        """A few words for a failure message (not the repr: events and predicates are noise)."""
-        first = self.blocks[0] if self.blocks else None
-        what = "raw stream" if self.raw_frames is not None else (
-            f"{first.kind} {first.text[:30] or first.name!r}" if first else "empty reply")
-        if self.hold_event is not None:
-            what += " (held)" if not self.hold_event.is_set() else " (released)"
-        return what
-
 
 @dataclass(frozen=True, slots=True)
 class HttpError:
@@ -170,9 +177,6 @@ class HttpError:
     def when(self, predicate: Callable[[RecordedRequest], bool]) -> HttpError:
         """Serve this error only to a request `predicate` accepts."""
         return replace(self, match=predicate)
-
-    def describe(self) -> str:
-        return f"HTTP {self.status} ({self.kind})"
 
 
 Step = Reply | HttpError
@@ -376,6 +380,26 @@ def frames_openai_completions(r: Reply, model_id: str) -> list[bytes]:
     out.append(_sse({**base, "choices": [], "usage": usage}))
     out.append(_sse("[DONE]"))
     return out
+
+
+def completion_openai(r: Reply, model_id: str) -> dict[str, Any]:
+    """The same reply as one Chat Completions JSON body (a request with `"stream": false`)."""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(b.text for b in r.blocks if b.kind == "text")}
+    reasoning = "".join(b.text for b in r.blocks if b.kind == "thinking")
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    calls = [{"id": b.call_id, "type": "function", "function": {"name": b.name, "arguments": json.dumps(b.arguments)}}
+             for b in r.blocks if b.kind == "tool_call"]
+    if calls:
+        message["tool_calls"] = calls
+    u = r.usage
+    prompt = u.input + u.cache_read + u.cache_write
+    return {
+        "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": model_id,
+        "choices": [{"index": 0, "message": message, "finish_reason": r.stop or ("tool_calls" if calls else "stop")}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": u.output, "total_tokens": prompt + u.output,
+                  "prompt_tokens_details": {"cached_tokens": u.cache_read}},
+    }
 
 
 def frames_openai_responses(r: Reply, model_id: str) -> list[bytes]:
@@ -635,9 +659,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_plain(step.status, body_text, dict(step.headers))
             return
         model_id = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
+        if step.usage.input == MEASURED:
+            step = replace(step, usage=replace(step.usage, input=request_tokens(body)))
         if dialect == "google-generative-ai":
             m = re.search(r"/models/([^/:]+)", self.path)
             model_id = m.group(1) if m else model_id
+        if dialect == "openai-completions" and isinstance(body, dict) and not body.get("stream"):
+            self._send_plain(step.status, json.dumps(completion_openai(step, model_id)))  # a non-streaming client
+            return
         frames = list(step.raw_frames) if step.raw_frames is not None else _FRAMES[dialect](step, model_id)
         self._stream(step, frames)
 
