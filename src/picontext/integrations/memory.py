@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from picontext.agent.background_compaction import BackgroundCompaction
 from picontext.agent.compaction_runtime import CompactionRuntime
 from picontext.agent.hooks import Hooks
 from picontext.agent.retries import retry_policy_from_settings
@@ -188,7 +189,7 @@ class ConversationMemory:
         self.manager, self._repository = _open_session(session_id, store, self.cwd)
         self.session_id: str = self.manager.get_session_id()
         self._host = _Host(self.manager, self.model, self.settings, completion)
-        self._runtime = CompactionRuntime(self._host)
+        self._runtime = CompactionRuntime(self._host, BackgroundCompaction)
         self._pending_usage: dict[str, Any] | None = None
         self._unanchored: str | None = None  # last appended assistant entry that carries no usage
         self._reported: tuple[str, int] | None = None  # (that entry, tokens the framework reported)
