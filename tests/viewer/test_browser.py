@@ -455,8 +455,26 @@ def test_failed_summary_attempts_show_in_the_entry_tree(browser: Any, tmp_path: 
     shown = failed_rows()
     assert [r["id"] for r in shown] == ["f00d0001", "f00d0002"]
     assert "compaction failed · overflow attempt 1: length -> retry: Summarization failed" in shown[0]["text"]
+    def settles_to(expected: list[str]) -> list[str]:
+        """The rows once the filter's redraw has happened (it may land after the click returns on a
+        loaded machine): polled until they match, the last reading reported if they never do."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        got: list[str] = []
+
+        def matches(_driver: Any) -> bool:
+            got[:] = [r["id"] for r in failed_rows()]
+            return got == expected
+
+        try:
+            WebDriverWait(browser, 30, poll_frequency=0.2).until(matches)
+        except TimeoutException:
+            pass
+        return got
+
     click_filter(browser, "user-only")
-    assert [r["id"] for r in failed_rows()] == ["f00d0002"]  # only as the leaf, which every filter shows
+    assert settles_to(["f00d0002"]) == ["f00d0002"]  # only as the leaf, which every filter shows
     click_filter(browser, "default")
-    assert [r["id"] for r in failed_rows()] == ["f00d0001", "f00d0002"]
+    assert settles_to(["f00d0001", "f00d0002"]) == ["f00d0001", "f00d0002"]
     assert console_errors(browser) == []
