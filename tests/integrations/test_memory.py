@@ -204,3 +204,12 @@ def test_written_session_opens_in_the_plain_session_manager(server: ScriptedMode
     plain = SessionManager.open(path)
     assert plain.get_session_id() == memory.session_id
     assert texts(plain.build_session_projection().messages) == ["a", "lookup", "r", "b"]
+
+
+def test_a_system_message_is_stored_and_replayed(server: ScriptedModelServer, tmp_path: Path) -> None:
+    memory = make(server, tmp_path)
+    memory.append([{"role": "system", "content": "", "sections": {"system_prompt": "be brief"}}, user("hi")])
+    assert memory.messages()[0]["sections"] == {"system_prompt": "be brief"}
+    assert memory.context()[0]["role"] == "system"
+    with pytest.raises(ValueError, match="sections"):
+        memory.append([{"role": "system", "content": "", "sections": ["x"]}])
