@@ -6,19 +6,16 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
+from pydantic_ai import messages as pm
+from pydantic_ai.usage import RequestUsage
 
-pm = pytest.importorskip("pydantic_ai.messages", reason="needs the picontext[pydantic-ai] extra")
-
-from pydantic_ai.usage import RequestUsage  # noqa: E402
-
-from picontext.integrations.pydantic_ai_messages import (  # noqa: E402
+from picontext.integrations.pydantic_ai_messages import (
     RETRY_FEEDBACK,
     SYSTEM_PROMPT_SECTION,
     from_pi,
     to_pi,
 )
-from picontext.session.convert import convert_to_llm  # noqa: E402
+from picontext.session.convert import convert_to_llm
 
 T0 = datetime(2026, 3, 1, 10, 20, 30, 456000, tzinfo=UTC)
 MS = 1772360430456
