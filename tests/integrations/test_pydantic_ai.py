@@ -40,7 +40,8 @@ def request_tokens(body: Any) -> int:
 
 
 def is_summary_request(req: RecordedRequest) -> bool:
-    return isinstance(req.body, dict) and req.body.get("stream") is True  # picontext's summarizer streams
+    body = req.body  # picontext's summarizer streams, and offers no tools
+    return isinstance(body, dict) and body.get("stream") is True and "tools" not in body
 
 
 class AnsweringServer(ScriptedModelServer):
@@ -196,9 +197,22 @@ async def test_thirty_turns_with_tools_compact_and_keep_working(srv: AnsweringSe
     exported = picontext_cli("export", history.session_id, "-o", str(out), home=_isolated_home)
     assert exported.returncode == 0, exported.stderr
     assert f"Question {turns - 1}" in out.read_text()
+    tree = picontext_cli("tree", str(path), home=_isolated_home)
+    assert tree.returncode == 0 and "compaction" in tree.stdout, tree.stderr
+    # picontext's own chat continues it, with the model the session recorded.
+    (_isolated_home / "models.json").write_text(json.dumps({"providers": {"openai-compatible": {
+        "baseUrl": srv.url + "/v1", "api": "openai-completions", "apiKey": "test",
+        "models": [{"id": "scripted-model", "contextWindow": WINDOW, "maxTokens": 1_000}]}}}))
+    srv.expect(text("Answer 40: picontext carried on.").when(lambda r: "tools" in r.body and r.body.get("stream")))
+    chat = picontext_cli("run", "--session", str(path), "-p", "Question 40: still there?", home=_isolated_home)
+    assert chat.returncode == 0, chat.stderr
+    assert "Answer 40: picontext carried on." in chat.stdout
+    continued = json.dumps(srv.requests[-1].body)
+    assert "Earlier questions answered." in continued and f"Question {turns - 1}:" in continued
     # Reopened by id, it carries on where it stopped.
     again = make_history(srv, tmp_path, history.session_id)
-    assert [type(m) for m in again.messages()] == [type(m) for m in history.messages()]
+    assert again.messages()[-1].parts[0].content == "Answer 40: picontext carried on."  # the chat's turn too
+    assert len(again.messages()) == len(history.messages()) + 2
     result = await make_agent(srv, again).run(f"Question {turns}: and topic {turns}?")
     assert result.output.startswith(f"Answer {turns}:")
     assert "Earlier questions answered." in json.dumps(chat_requests(srv)[-1])
