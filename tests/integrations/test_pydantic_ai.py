@@ -318,3 +318,16 @@ def test_picontext_history_is_the_agents_capability(server: ScriptedModelServer,
     assert agent.run_sync("Hi").output == "hello"
     assert [m["content"] for m in stored_messages(history.memory.manager, "user")] == ["Hi"]
     assert history.session_id == history.memory.manager.get_session_id()
+
+
+def test_the_example_runs_offline_and_compacts(_isolated_home: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "pydantic_ai_memory.py"
+    run = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert "  [compacted]" in lines
+    answers = [line for line in lines if line[:1].isdigit()]
+    assert answers == [f"{n}: Chapter {n} is about the sea." for n in range(1, 9)]
+    session_id = lines[-1].split()[1].rstrip(":")
+    shown = picontext_cli("show", session_id, "--no-pager", home=_isolated_home)
+    assert shown.returncode == 0 and "chapter 8" in shown.stdout.lower(), shown.stderr
