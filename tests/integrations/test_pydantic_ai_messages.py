@@ -196,3 +196,40 @@ def test_bad_pi_data_does_not_break_the_way_back() -> None:
     ])
     assert request.parts[0].content == ["[image: unreadable data]"]
     assert request.parts[1].content == "try again"
+
+
+def _dump(messages: list[Any]) -> bytes:
+    return pm.ModelMessagesTypeAdapter.dump_json(messages)
+
+
+def test_the_incremental_conversion_equals_a_whole_one() -> None:
+    """Growing projections, rewritten starts (a compaction) and system prompt changes, in random
+    order: the converter that reuses its earlier work answers as `from_pi` of the whole list."""
+    import random
+
+    from picontext.integrations.pydantic_ai_messages import ProjectionConverter
+
+    rng = random.Random(21)
+    pool = to_pi(conversation())
+    extra = [
+        {"role": "system", "content": "", "sections": {SYSTEM_PROMPT_SECTION: "changed"}, "timestamp": 9},
+        {"role": "compactionSummary", "summary": "s", "tokensBefore": 5, "timestamp": 9},
+        {"role": "user", "content": "more", "timestamp": 10},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "usage": {}, "stopReason": "stop",
+         "timestamp": 11},
+    ]
+    convert = ProjectionConverter()
+    projection: list[dict[str, Any]] = []
+    reused = 0
+    for _step in range(300):
+        choice = rng.random()
+        if choice < 0.1:
+            projection = [rng.choice(extra)] + projection[rng.randrange(len(projection) + 1):]  # a compaction
+        elif choice < 0.15:
+            projection = projection + [extra[0]]
+        else:
+            projection = projection + [rng.choice(pool + extra[1:])]
+        before = len(convert._source)
+        assert _dump(convert(projection)) == _dump(from_pi(projection))
+        reused += before > 0 and len(convert._source) >= before
+    assert reused > 100  # the point: most calls convert only what is new

@@ -41,6 +41,7 @@ from picontext.compaction.completion import Completion
 from picontext.integrations.memory import ConversationMemory
 from picontext.integrations.pydantic_ai_messages import (
     SYSTEM_PROMPT_SECTION,
+    ProjectionConverter,
     from_pi,
     to_pi,
 )
@@ -108,6 +109,7 @@ class PicontextHistory(AbstractCapability[Any]):
         self.auto_compact = auto_compact
         self._system_prompt: str | None = self._stored_system_prompt()
         self._last_run: dict[int, pm.ModelMessage] = {}  # the objects of the last run, by id
+        self._to_model = ProjectionConverter()  # the projection as pydantic-ai messages, kept up to date
         # Per run (set on the copy `for_run` returns):
         self._parent: PicontextHistory | None = None
         self._history_length = 0
@@ -168,7 +170,7 @@ class PicontextHistory(AbstractCapability[Any]):
         memory = self.memory
         if self.auto_compact and not self._overflow_retried and memory.should_compact():
             await memory.acompact(reason="threshold")
-        request_context.messages = from_pi(memory.messages())
+        request_context.messages = self._owner()._to_model(memory.messages())
         return request_context
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,

@@ -402,3 +402,37 @@ def from_pi(messages: Sequence[dict[str, Any]]) -> list[pm.ModelMessage]:
         out.append(pm.ModelRequest(parts=pending))
     return out
 
+
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+class ProjectionConverter:
+    """`from_pi` for a projection that grows at its end between requests: the messages up to its
+    last assistant message are converted once and reused while the projection still starts with
+    them (a list comparison: identical objects cost a pointer check each). A compaction, a context
+    edit or a new system prompt changes that start, and everything is converted again. Reused
+    messages are shared between requests, as pydantic-ai shares a run's history between steps."""
+
+    def __init__(self) -> None:
+        self._source: list[Any] = []  # the Pi messages already converted
+        self._converted: list[pm.ModelMessage] = []  # their conversion
+
+    def __call__(self, messages: Sequence[dict[str, Any]]) -> list[pm.ModelMessage]:
+        start = len(self._source)
+        if not start or len(messages) < start or list(messages[:start]) != self._source or any(
+                _role(m) == "system" for m in messages[start:]):
+            start = 0
+            self._source, self._converted = [], []
+        closed = start
+        for index in range(len(messages) - 1, start - 1, -1):
+            if _role(messages[index]) == "assistant":
+                closed = index + 1
+                break
+        if not start and any(_role(m) == "system" for m in messages[closed:]):
+            return from_pi(messages)  # the head's system prompt depends on the tail: nothing to keep
+        head = self._converted + from_pi(messages[start:closed])
+        self._source, self._converted = list(messages[:closed]), head
+        return head + from_pi(messages[closed:])
