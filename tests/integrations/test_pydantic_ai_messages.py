@@ -224,11 +224,11 @@ def test_the_incremental_conversion_equals_a_whole_one() -> None:
     for _step in range(300):
         choice = rng.random()
         if choice < 0.1:
-            projection = [rng.choice(extra)] + projection[rng.randrange(len(projection) + 1):]  # a compaction
+            projection = [rng.choice(extra), *projection[rng.randrange(len(projection) + 1):]]  # a compaction
         elif choice < 0.15:
-            projection = projection + [extra[0]]
+            projection = [*projection, extra[0]]
         else:
-            projection = projection + [rng.choice(pool + extra[1:])]
+            projection = [*projection, rng.choice(pool + extra[1:])]
         before = len(convert._source)
         assert _dump(convert(projection)) == _dump(from_pi(projection))
         reused += before > 0 and len(convert._source) >= before

@@ -421,9 +421,10 @@ class ProjectionConverter:
         self._converted: list[pm.ModelMessage] = []  # their conversion
 
     def __call__(self, messages: Sequence[dict[str, Any]]) -> list[pm.ModelMessage]:
+        messages = messages if isinstance(messages, list) else list(messages)
         start = len(self._source)
-        if not start or len(messages) < start or list(messages[:start]) != self._source or any(
-                _role(m) == "system" for m in messages[start:]):
+        if not start or len(messages) < start or messages[start - 1] is not self._source[-1] or any(
+                _role(m) == "system" for m in messages[start:]) or messages[:start] != self._source:
             start = 0
             self._source, self._converted = [], []
         closed = start
@@ -433,6 +434,6 @@ class ProjectionConverter:
                 break
         if not start and any(_role(m) == "system" for m in messages[closed:]):
             return from_pi(messages)  # the head's system prompt depends on the tail: nothing to keep
-        head = self._converted + from_pi(messages[start:closed])
-        self._source, self._converted = list(messages[:closed]), head
-        return head + from_pi(messages[closed:])
+        self._converted.extend(from_pi(messages[start:closed]))
+        self._source = messages[:closed]
+        return self._converted + from_pi(messages[closed:])
