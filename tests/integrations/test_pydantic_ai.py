@@ -258,6 +258,13 @@ async def test_a_changed_system_prompt_is_stored_as_a_change(srv: AnsweringServe
     body = chat_requests(srv)[-1]
     system_texts = [m["content"] for m in body["messages"] if m["role"] == "system"]
     assert system_texts == ["Be thorough.", "Cite the archive."]
+    # After a clear (a new root in the same session) the prompt is stated again.
+    history.memory.clear()
+    await make_agent(srv, history, system_prompt="Be thorough.").run("Question 4: four?")
+    assert len(stored_messages(history.memory.manager, "system")) == 3
+    body = chat_requests(srv)[-1]
+    assert body["messages"][0] == {"role": "system", "content": "Be thorough."}
+    assert "Question 3" not in json.dumps(body)
 
 
 async def test_an_overflow_is_compacted_and_attempted_once_more(srv: AnsweringServer, tmp_path: Path) -> None:

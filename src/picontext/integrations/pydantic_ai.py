@@ -107,7 +107,6 @@ class PicontextHistory(AbstractCapability[Any]):
                                          compaction_model=compaction_model, settings=settings,
                                          summarizer=summarizer, api_key=api_key)
         self.auto_compact = auto_compact
-        self._system_prompt: str | None = self._stored_system_prompt()
         self._last_run: dict[int, pm.ModelMessage] = {}  # the objects of the last run, by id
         self._to_model = ProjectionConverter()  # the projection as pydantic-ai messages, kept up to date
         # Per run (set on the copy `for_run` returns):
@@ -203,15 +202,18 @@ class PicontextHistory(AbstractCapability[Any]):
 
     def _without_repeated_system_prompt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """pydantic-ai states the system prompt at the start of every run without history: keep it
-        once, and again only when it changed (Pi's system messages are deltas)."""
-        owner = self._owner()
+        once, and again only when it differs from the one the conversation has now (Pi's system
+        messages are deltas; after a clear, a pop or on another branch that may be none)."""
+        if not any(m["role"] == "system" for m in messages):
+            return messages
+        current = self._stored_system_prompt()
         out = []
         for message in messages:
             if message["role"] == "system":
                 prompt = message["sections"][SYSTEM_PROMPT_SECTION]
-                if prompt == owner._system_prompt:
+                if prompt == current:
                     continue
-                owner._system_prompt = prompt
+                current = prompt
             out.append(message)
         return out
 
