@@ -41,7 +41,7 @@ import orjson
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from gen_realistic import generate  # noqa: E402
-from picontext.testing import ScriptedModelServer, text, tool_call  # noqa: E402
+from picontext.scripted import ScriptedModelServer, text, tool_call  # noqa: E402
 
 
 def pinned_session(size: int, directory: Path) -> Path:

@@ -29,10 +29,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(REPO / "tests" / "differential"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: test doubles
 
 import test_llama_server as scenario  # noqa: E402
 
-from picontext.testing.llama_server import LlamaServer  # noqa: E402
+from support.llama_server import LlamaServer  # noqa: E402
 
 
 def one_run(home: Path, workdir: Path) -> tuple[bool, str, float, str]:

@@ -37,6 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support: test doubles
 
 BENCH_TYPE = "bench_append"
 
@@ -234,18 +235,18 @@ def bench_load(url: str, procs: int, sessions: int, appends: int, shared: int, k
 # ------------------------------------------------------------------ resume
 
 
-def _first_request(ref: str, **kw: Any) -> Any:
+def _first_request(repo: Any, ref: str) -> Any:
     """What resuming costs before the first model request: open the session, project the leaf."""
-    from picontext.session.manager import SessionManager
-
-    manager = SessionManager.open(ref, warn=lambda m: None, **kw)
+    manager = repo.open(ref, warn=lambda m: None)
     return manager, manager.build_session_context()
 
 
 def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
     from gen_sessions import generate
-    from picontext.session.postgres import PgSessionStore, database, store_factory
+    from picontext.session.postgres import PgSessionStore, database
+    from picontext.session.postgres.repository import PostgresRepository
     from picontext.session.postgres.transfer import import_file
+    from picontext.session.repository import JsonlRepository
 
     path = os.path.join(tempfile.mkdtemp(prefix="pg-resume-"), f"s{entries}.jsonl")
     generate(path, entries)
@@ -255,13 +256,13 @@ def bench_resume(url: str, entries: int, repeat: int) -> dict[str, Any]:
     sid = json.loads(Path(path).read_bytes().split(b"\n", 1)[0])["id"]
     store = PgSessionStore(db, sid)
 
-    factory = store_factory(db)
+    repo = PostgresRepository(db)
 
     def jsonl() -> Any:
-        return _first_request(path)
+        return _first_request(JsonlRepository(os.path.dirname(path)), path)
 
     def pg() -> Any:
-        return _first_request(sid, store_factory=factory)
+        return _first_request(repo, sid)
 
     out: dict[str, Any] = {"entries": entries, "bytes": os.path.getsize(path)}
     for name, fn in (("jsonl", jsonl), ("postgres", pg)):
@@ -362,7 +363,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         url, postmaster = args.url, None
         if url is None:
-            from picontext.testing.postgres import PostgresCluster
+            from support.postgres import PostgresCluster
 
             cluster = stack.enter_context(PostgresCluster(durable=True))
             url = cluster.url

@@ -22,8 +22,8 @@ sys.path.insert(0, str(HERE))
 from gen_realistic import generate  # noqa: E402
 from picontext.agent.session import AgentSession  # noqa: E402
 from picontext.ai.providers import StreamOptions  # noqa: E402
+from picontext.scripted import ScriptedModelServer  # noqa: E402
 from picontext.session.manager import SessionManager  # noqa: E402
-from picontext.testing import ScriptedModelServer  # noqa: E402
 
 
 def measure(path: Path, server: ScriptedModelServer, rounds: int) -> tuple[float, float, float, float]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from picontext.testing import ScriptedModelServer
+from picontext.scripted import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_SESSIONS = REPO.parent / "shared" / "data" / "pi-sessions"
@@ -17,9 +17,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own PICONTEXT_DIR so nothing touches the user's real sessions."""
+    """Every test gets its own PICONTEXT_DIR (and cache directory) so nothing touches the user's
+    real sessions or caches."""
     home = tmp_path_factory.mktemp("picontext-home")
     monkeypatch.setenv("PICONTEXT_DIR", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("PICONTEXT_CACHE_DIR", raising=False)
     return home
 
 
@@ -46,7 +49,7 @@ def pg_cluster() -> Iterator[Any]:
     """A throwaway PostgreSQL server for the whole run (initdb in a temporary directory, a private
     port on 127.0.0.1, stopped at the end). Without server binaries the tests are skipped locally
     and fail in CI (CI=true), where scripts/install/postgres.sh must have installed them."""
-    from picontext.testing.postgres import PostgresCluster, PostgresUnavailable
+    from support.postgres import PostgresCluster, PostgresUnavailable
 
     try:
         cluster = PostgresCluster(durable=False).start()
@@ -85,7 +88,7 @@ def pg_bouncer(pg_cluster: Any) -> Iterator[Any]:
     """A real PgBouncer in transaction-pooling mode in front of the test cluster (a private port on
     127.0.0.1, stopped at the end). Without the pgbouncer binary the tests are skipped locally and
     fail in CI (CI=true), where scripts/install/pgbouncer.sh must have installed it."""
-    from picontext.testing.pgbouncer import PgBouncer, PgBouncerUnavailable
+    from support.pgbouncer import PgBouncer, PgBouncerUnavailable
 
     try:
         bouncer = PgBouncer(pg_cluster).start()
@@ -101,3 +104,22 @@ def pg_bouncer(pg_cluster: Any) -> Iterator[Any]:
 def pgbouncer_url(pg_bouncer: Any, pg_url: str) -> str:
     """A fresh database on the test cluster (as `pg_url`), reached through the PgBouncer."""
     return str(pg_bouncer.url_for(pg_url.rsplit("/", 1)[1]))
+
+
+# --- every kind of session store -------------------------------------------------------------
+
+STORE_KINDS = ("jsonl", "memory", "postgres")
+
+
+@pytest.fixture(params=STORE_KINDS)
+def repository_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of an empty session repository of each kind: a JSONL directory, a private memory
+    store, a fresh PostgreSQL database (skipped locally without PostgreSQL, as `pg_url`)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    if request.param == "memory":
+        return f"memory:t{os.getpid()}-{next(_memory_names)}"
+    return str(tmp_path_factory.mktemp("sessions"))
+
+
+_memory_names = itertools.count(1)

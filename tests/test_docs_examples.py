@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from picontext.testing import ScriptedModelServer, text, tokens
-from picontext.testing.model_server import RecordedRequest, Reply
+from picontext.scripted import ScriptedModelServer, text, tokens
+from picontext.scripted.model_server import RecordedRequest, Reply
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -73,6 +73,8 @@ def test_python_block_runs(name: str, code: str, tmp_path: Path, answering: Answ
     (work / "examples").symlink_to(REPO / "examples")  # as from a clone's root, without writing into it
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PICONTEXT_DIR"] = str(home)
+    if "from support." in code:  # the suite's own test doubles (tests/support), as `PYTHONPATH=tests` gives them
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tests"), env.get("PYTHONPATH")]))
     is_test = re.search(r"^(async )?def test_", code, re.M) is not None
     script = work / ("test_example.py" if is_test else "example.py")
     script.write_text(code, encoding="utf-8")
@@ -94,7 +96,7 @@ def test_python_block_runs(name: str, code: str, tmp_path: Path, answering: Answ
 
 def _need_postgres() -> None:
     """As the suite's `pg_cluster` fixture: without server binaries a skip locally, a failure in CI."""
-    from picontext.testing.postgres import PostgresUnavailable, find_bindir
+    from support.postgres import PostgresUnavailable, find_bindir
 
     try:
         find_bindir()

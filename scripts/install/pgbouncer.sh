@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/pgstore/test_pg_pgbouncer.py runs the PostgreSQL store through a real PgBouncer in
 # transaction-pooling mode (started by the test on a private port, see
-# src/picontext/testing/pgbouncer.py). Install it from Debian's package when it is missing; the
+# tests/support/pgbouncer.py). Install it from Debian's package when it is missing; the
 # package's own service is not wanted (the tests start their own), so it is not left running.
 set -euo pipefail
 have_pgbouncer() {

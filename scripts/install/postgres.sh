@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/store and bench/bench_pg_store.py run a throwaway PostgreSQL cluster (initdb + pg_ctl in a
-# temporary directory; see src/picontext/testing/postgres.py). Install the server from Debian's
+# temporary directory; see tests/support/postgres.py). Install the server from Debian's
 # packages when it is missing. No cluster is created or started by the package: the tests make
 # their own, so a main cluster on port 5432 is disabled before installing.
 set -euo pipefail

@@ -47,6 +47,29 @@ class SessionError(PicontextError):
     pass
 
 
+class SessionNotFound(SessionError):
+    """No session of that id (or id prefix) in the repository."""
+
+    def __init__(self, ref: str, where: str = "", *, message: str | None = None) -> None:
+        super().__init__(message or f"no session with id {ref!r}" + (f" in {where}" if where else ""))
+        self.ref = ref
+
+
+class AmbiguousSession(SessionError):
+    """An id prefix that more than one session's id starts with."""
+
+    def __init__(self, ref: str, candidates: list[str], where: str = "") -> None:
+        shown = ", ".join(candidates[:5]) + (", ..." if len(candidates) > 5 else "")
+        super().__init__(f"session id prefix {ref!r} is ambiguous" + (f" in {where}" if where else "") + f": {shown}")
+        self.ref = ref
+        self.candidates = candidates
+
+
+class StoreUnavailable(SessionError):
+    """The session store cannot be used: an unsupported URL, an unreachable database, a missing
+    driver. Nothing was read or written."""
+
+
 class SessionFormatError(SessionError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
         super().__init__(message)
@@ -85,18 +108,6 @@ class InvalidSessionId(SessionError, ValueError):
 
 class ForkError(SessionError):
     pass
-
-
-class SessionNotFound(SessionError):
-    """No session with this id (or id prefix) in the store."""
-
-    def __init__(self, ref: str) -> None:
-        super().__init__(f"Session {ref} not found")
-        self.ref = ref
-
-
-class StoreUnavailable(SessionError):
-    """The session store cannot be used: bad URL, unreachable server, missing extra."""
 
 
 class SessionLockedError(SessionError):

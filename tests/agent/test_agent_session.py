@@ -15,8 +15,8 @@ from picontext.agent.session import AgentSession, SessionBusyError
 from picontext.agent.tools import all_tools
 from picontext.ai.providers import StreamOptions
 from picontext.ai.retry import RetryPolicy
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
 
 
 def make(server: ScriptedModelServer, tmp_path: Path, **kw: Any) -> tuple[AgentSession, list[dict[str, Any]]]:

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from runtime_helpers import file_entries, make
 
-from picontext.testing import ScriptedModelServer, http_error, overflow, reply, text, tokens, tool_call
-from picontext.testing.model_server import RecordedRequest, Step
+from picontext.scripted import ScriptedModelServer, http_error, overflow, reply, text, tokens, tool_call
+from picontext.scripted.model_server import RecordedRequest, Step
 
 SUMMARY_MARK = "hand-off notes"  # in the summarizer's system prompt only
 KINDS = ("length", "empty", "toolCall", "error", "garbage", "refusal", "oversize", "timeout", "overflow")

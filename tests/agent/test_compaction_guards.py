@@ -16,7 +16,7 @@ from runtime_helpers import file_entries, make
 from picontext.cli.modes.reply_view import ReplyView
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import ScriptedCompletion
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -46,7 +46,8 @@ async def test_issue_9476_huge_tool_output_reported_small_never_compacts_twice(
         await session.prompt(f"question {i}")
     starts = of(events, "compaction_start")
     assert len(starts) <= 1
-    assert len([e for e in file_entries(session) if e["type"] == "compaction"]) == len(summarizer.requests) <= 1
+    compactions = [e for e in file_entries(session) if e["type"] == "compaction"]
+    assert len(compactions) <= 1 and len(summarizer.requests) <= 2 * len(compactions)  # a split turn asks two
     skipped = of(events, "compaction_skipped")
     assert len(skipped) <= 1 and all("above the compaction threshold" in e["message"] for e in skipped)
 

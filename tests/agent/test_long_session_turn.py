@@ -9,9 +9,9 @@ from typing import Any
 
 from runtime_helpers import make
 
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.manager import SessionManager
 from picontext.session.store import RawLine
-from picontext.testing import ScriptedModelServer, text
 
 
 def _long_session(tmp_path: Path, turns: int = 300) -> str:

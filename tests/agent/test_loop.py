@@ -21,7 +21,7 @@ from picontext.agent.types import AgentContext, AgentToolResult, NextTurn, Reque
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.providers import StreamOptions
 from picontext.errors import ConfigError
-from picontext.testing import ScriptedModelServer, reply, text, tool_call
+from picontext.scripted import ScriptedModelServer, reply, text, tool_call
 
 
 class Probe:

@@ -12,7 +12,7 @@ from runtime_helpers import file_entries, make
 
 from picontext.agent.hooks import Hooks
 from picontext.agent.session import SessionBusyError
-from picontext.testing import ScriptedModelServer, text
+from picontext.scripted import ScriptedModelServer, text
 
 
 def user_entry(session: Any, wording: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from runtime_helpers import make, types
 
 from picontext.ai.retry import RetryPolicy
-from picontext.testing import ScriptedModelServer, rate_limit, text, tool_call
+from picontext.scripted import ScriptedModelServer, rate_limit, text, tool_call
 
 
 class Sleeps:

@@ -10,7 +10,7 @@ from runtime_helpers import compact_types, file_entries, kinds, make, types
 
 from picontext.agent.compaction_runtime import OVERFLOW_RECOVERY_FAILED, TRUNCATED_RECOVERY_FAILED
 from picontext.agent.hooks import Hooks
-from picontext.testing import ScriptedModelServer, http_error, overflow, reply, text, tokens, tool_call
+from picontext.scripted import ScriptedModelServer, http_error, overflow, reply, text, tokens, tool_call
 
 SMALL_KEEP = {"keepRecentTokens": 50}
 DIALECTS = ["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]

@@ -23,8 +23,8 @@ from runtime_helpers import file_entries, make
 from picontext.compaction import prompts
 from picontext.compaction.prepare import prepare_compaction
 from picontext.compaction.prompt_cache import SessionRequest, plan_cached_prefix
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
-from picontext.testing.model_server import RecordedRequest
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
+from picontext.scripted.model_server import RecordedRequest
 
 SETTINGS = {"reserveTokens": 400, "keepRecentTokens": 1100}
 STOP = prompts.CACHED_STOP.split(":")[0]  # "Stop here. Do not answer or continue the conversation above ..."

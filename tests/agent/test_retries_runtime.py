@@ -8,7 +8,7 @@ from pathlib import Path
 from runtime_helpers import compact_types, file_entries, kinds, make, request_roles, types
 
 from picontext.ai.retry import RetryPolicy
-from picontext.testing import ScriptedModelServer, http_error, overloaded, server_error, text, tool_call
+from picontext.scripted import ScriptedModelServer, http_error, overloaded, server_error, text, tool_call
 
 
 async def test_s6_one_overloaded_then_success(server: ScriptedModelServer, tmp_path: Path) -> None:

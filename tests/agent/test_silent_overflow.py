@@ -13,7 +13,7 @@ from runtime_helpers import compact_types, file_entries, kinds, make
 
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import complete
-from picontext.testing import ScriptedModelServer, overflow, reply, silent_stream, text, tokens
+from picontext.scripted import ScriptedModelServer, overflow, reply, silent_stream, text, tokens
 
 
 def ctx(chars: int) -> dict[str, object]:
@@ -76,7 +76,7 @@ async def test_a_stream_cut_off_before_any_event_near_the_window_reads_the_error
 
 
 async def test_a_stream_cut_off_after_a_role_only_chunk_is_silence_too(server: ScriptedModelServer) -> None:
-    from picontext.testing import raw_stream
+    from picontext.scripted import raw_stream
 
     model = server.model("openai-completions", context_window=1000)
     role_only = '{"choices":[{"index":0,"delta":{"role":"assistant"}}]}'

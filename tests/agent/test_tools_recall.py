@@ -8,8 +8,8 @@ from runtime_helpers import file_entries, kinds, make, types
 from tool_helpers import call, text_of
 
 from picontext.agent.tools.context import ContextUsageTool, RecallTool, RequestCompactionTool
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 from picontext.session.dropped import dropped_entries
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
 
 
 async def long_history(session, server: ScriptedModelServer) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from pathlib import Path
 from runtime_helpers import make
 
 from picontext.cli.modes.common import Controller
-from picontext.testing import ScriptedModelServer, reply, text, tokens
+from picontext.scripted import ScriptedModelServer, reply, text, tokens
 
 
 async def test_context_usage_and_footer_say_estimated_without_usage(

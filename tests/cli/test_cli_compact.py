@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from inprocess import run_main
 
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, text
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sessions" / "refactor-session.jsonl"
 

@@ -14,7 +14,7 @@ import pytest
 
 from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.resumable import SPAN_END_TYPE, SPAN_TYPE
-from picontext.testing import ScriptedModelServer, text
+from picontext.scripted import ScriptedModelServer, text
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sessions" / "refactor-session.jsonl"
 

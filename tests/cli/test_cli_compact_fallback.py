@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from inprocess import run_main
 
+from picontext.scripted import ScriptedModelServer, http_error, overflow, reply, text, tool_call
+from picontext.scripted.model_server import Step
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, http_error, overflow, reply, text, tool_call
-from picontext.testing.model_server import Step
 
 KINDS = ("length", "empty", "toolCall", "error", "garbage", "refusal", "oversize", "timeout", "overflow")
 

@@ -10,8 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+from picontext.scripted import ScriptedModelServer, text, tool_call
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, text, tool_call
 
 
 def configure(home: Path, base_url: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 from terminal import PICONTEXT, Terminal, chat_home
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
+from picontext.scripted import ScriptedModelServer, reply, text, tokens, tool_call
 
 
 @pytest.fixture

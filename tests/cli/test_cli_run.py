@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from inprocess import run_main
 
-from picontext.testing import ScriptedModelServer, http_error, overflow, rate_limit, raw_stream, text, tool_call
+from picontext.scripted import ScriptedModelServer, http_error, overflow, rate_limit, raw_stream, text, tool_call
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 from inprocess import run_main
 
 from picontext.compaction.tokens import estimate_context_tokens, estimate_tokens
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.projection import build_session_projection
 from picontext.session.store import load_file_entries
-from picontext.testing import ScriptedModelServer, text
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "sessions" / "refactor-session.jsonl"

@@ -101,7 +101,7 @@ async def test_mask_then_summary(tmp_path: Path) -> None:
 
 
 async def test_end_to_end_over_http(tmp_path: Path) -> None:
-    from picontext.testing import ScriptedModelServer, text
+    from picontext.scripted import ScriptedModelServer, text
 
     manager = tool_session(tmp_path)
     with ScriptedModelServer() as server:

@@ -10,8 +10,8 @@ import pytest
 import sessiongen
 from test_projection_vs_pi import REAL_SESSIONS, PythonSide, compare_file
 
-from picontext.session.manager import SessionManager
-from picontext.session.postgres import database, store_factory
+from picontext.session.postgres import database
+from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import export_bytes, import_bytes
 
 PiReference = Any
@@ -41,7 +41,7 @@ def test_pi_reads_exports_of_imported_sessions(pi: PiReference, pg_url: str, tmp
 
 
 def test_pi_reads_a_session_written_on_the_database(pi: PiReference, pg_url: str, tmp_path: Path) -> None:
-    manager = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pg_url))
+    manager = PostgresRepository(pg_url).create(str(tmp_path))
     u1 = manager.append_message({"role": "user", "content": "plan the refactor", "timestamp": 1})
     a1 = manager.append_message({"role": "assistant", "content": [{"type": "text", "text": "step 1"}],
                                  "timestamp": 2})

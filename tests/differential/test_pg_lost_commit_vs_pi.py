@@ -14,10 +14,11 @@ import sessiongen
 from test_projection_vs_pi import PythonSide, compare_file
 
 from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.database import close_all
+from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import export_bytes
-from picontext.testing.pgproxy import FaultProxy
+from support.pgproxy import FaultProxy
 
 PiReference = Any
 pytestmark = pytest.mark.differential
@@ -40,7 +41,7 @@ def _say(manager: SessionManager, role: str, text: str) -> None:
 def test_pi_reads_the_whole_history_after_a_lost_commit(pi: PiReference, proxy: FaultProxy, pg_url: str,
                                                         tmp_path: Path, fault: Any, where: str) -> None:
     PgSessionStore(proxy.url_for(pg_url), "warm-up").exists()  # the schema's own commits come first
-    manager = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(proxy.url_for(pg_url)))
+    manager = PostgresRepository(proxy.url_for(pg_url)).create(str(tmp_path))
     manager.append_model_change("p", "m")
     manager.append_thinking_level_change("off")
     manager.append_message({"role": "system", "content": "be brief", "timestamp": 0})

@@ -34,7 +34,7 @@ import pytest
 
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import stream
-from picontext.testing import ScriptedModelServer, reply, text, thinking, tokens, tool_call
+from picontext.scripted import ScriptedModelServer, reply, text, thinking, tokens, tool_call
 
 APIS = ["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]
 KEY = "sk-test-differential-123456"

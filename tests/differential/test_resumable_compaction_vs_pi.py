@@ -30,8 +30,8 @@ from picontext.compaction.completion import StreamCompletion
 from picontext.compaction.resumable import SPAN_TYPE, find_pending_span
 from picontext.compaction.settings import CompactionSettings
 from picontext.errors import NothingToCompact
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, text
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "sessions" / "refactor-session.jsonl"

@@ -17,8 +17,8 @@ from picontext.agent.session import AgentSession
 from picontext.ai.providers import StreamOptions
 from picontext.cli.modes.common import Controller
 from picontext.cli.modes.rpc import COMMAND_SCHEMAS, RpcServer
+from picontext.scripted import ScriptedModelServer
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer
 
 IDS = st.sampled_from(["a", "b", "c", "d", None, 1, ""])
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**60), 2**60), st.floats(allow_nan=False),

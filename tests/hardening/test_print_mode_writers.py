@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hostile_files import run_cli
 
-from picontext.testing import ScriptedModelServer, text
+from picontext.scripted import ScriptedModelServer, text
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from picontext.testing import ScriptedModelServer, reply, text
+from picontext.scripted import ScriptedModelServer, reply, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cli"))
 from test_cli_rpc import Rpc, configure

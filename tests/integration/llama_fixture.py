@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from picontext.testing.llama_server import LlamaServer, LlamaServerUnavailable
+from support.llama_server import LlamaServer, LlamaServerUnavailable
 
 
 def serve_llama(n_ctx: int) -> Iterator[LlamaServer]:

@@ -6,7 +6,7 @@ import pytest
 
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import complete
-from picontext.testing import ScriptedModelServer, http_error, raw_stream
+from picontext.scripted import ScriptedModelServer, http_error, raw_stream
 
 CTX = {"messages": [{"role": "user", "content": "hi", "timestamp": 0}]}
 NGINX_500 = (

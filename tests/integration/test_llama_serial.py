@@ -13,7 +13,7 @@ from llama_fixture import serve_llama
 
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import complete, stream
-from picontext.testing.llama_server import LlamaServer
+from support.llama_server import LlamaServer
 
 
 @pytest.fixture(scope="module")

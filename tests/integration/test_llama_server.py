@@ -25,7 +25,7 @@ from llama_fixture import serve_llama
 
 from picontext.ai.types import empty_usage
 from picontext.session.manager import SessionManager
-from picontext.testing.llama_server import LlamaServer
+from support.llama_server import LlamaServer
 
 N_CTX = 2048  # small: every token costs on two shared cores, and overflow is cheap to reach
 MAX_TOKENS = 16  # print mode and the paste test: the wire is the point, not the answer's length

@@ -35,7 +35,7 @@ from picontext.ai.providers.openai_completions import build_request
 from picontext.compaction.calibration import calibrated_projected_tokens
 from picontext.compaction.tokens import estimate_projected_context_tokens
 from picontext.session.manager import SessionManager
-from picontext.testing.llama_server import LlamaServer
+from support.llama_server import LlamaServer
 
 N_CTX = 4096
 REPLY_TOKENS = 12

@@ -6,7 +6,7 @@ import asyncio
 
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import complete
-from picontext.testing import ScriptedModelServer, http_error, text
+from picontext.scripted import ScriptedModelServer, http_error, text
 
 
 def _ctx(prompt: str) -> dict:
@@ -37,7 +37,7 @@ def test_unused_steps_are_named_in_a_few_words() -> None:
 
     import pytest
 
-    from picontext.testing import overflow, reply, tool_call
+    from picontext.scripted import overflow, reply, tool_call
 
     with ScriptedModelServer() as server:
         server.expect(text("x" * 5000), overflow(), reply(text("hi"), tool_call("read", {"path": "a"})),

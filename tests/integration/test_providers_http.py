@@ -10,7 +10,7 @@ import pytest
 from picontext.ai.event_stream import AbortSignal
 from picontext.ai.providers import Context, StreamOptions
 from picontext.ai.stream import complete, stream
-from picontext.testing import (
+from picontext.scripted import (
     ScriptedModelServer,
     UnexpectedModelRequest,
     http_error,
@@ -267,7 +267,7 @@ async def test_requests_and_response_ends_are_timed(server: ScriptedModelServer)
 def test_server_sends_without_nagle_delay() -> None:
     """Each accepted connection gets TCP_NODELAY (socketserver applies the handler's flag), so a
     stream's last frame is not held back waiting for the client's delayed ACK."""
-    from picontext.testing import model_server
+    from picontext.scripted import model_server
 
     assert model_server._Handler.disable_nagle_algorithm is True
 

@@ -8,7 +8,7 @@ from picontext.ai.event_stream import AbortSignal
 from picontext.ai.providers import Context, StreamOptions
 from picontext.ai.retry import RetryPolicy
 from picontext.ai.retrying import RetryCallbacks, complete_summarization, complete_with_retry
-from picontext.testing import (
+from picontext.scripted import (
     ScriptedModelServer,
     http_error,
     overflow,

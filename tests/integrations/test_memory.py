@@ -11,8 +11,8 @@ import pytest
 
 from picontext.errors import ConfigError, SessionNotFound, StoreUnavailable
 from picontext.integrations.memory import CLEAR_ENTRY, POP_ENTRY, ConversationMemory
+from picontext.scripted import ScriptedModelServer, reply, server_error, text
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, reply, server_error, text
 
 FAST_RETRY = {"retry": {"maxRetries": 1, "baseDelayMs": 1}}
 
@@ -154,9 +154,11 @@ async def test_failing_summary_model_falls_back_and_is_never_stuck(server: Scrip
     memory = make(server, tmp_path, window=16_000,
                   settings={"compaction": {"reserveTokens": 4_000, "keepRecentTokens": 3_000}, **FAST_RETRY})
     _fill(memory, 12)
-    server.expect(*[server_error(503)] * 4)  # both attempts and their retries fail
+    server.expect(*[server_error(503)] * 12)  # both attempts (and their retries, chunks) fail
     result_ = await memory.acompact()
     assert result_ is not None and result_["details"]["fallback"]["attempts"] == 2
+    assert len(server.requests) >= 4 and not server.unexpected
+    server.reset()  # the error replies left over
     assert not memory.should_compact()
     assert texts(memory.context())[-1] == "answer 11"
 
@@ -204,6 +206,29 @@ def test_written_session_opens_in_the_plain_session_manager(server: ScriptedMode
     plain = SessionManager.open(path)
     assert plain.get_session_id() == memory.session_id
     assert texts(plain.build_session_projection().messages) == ["a", "lookup", "r", "b"]
+
+
+def test_any_store_by_url_and_repository(server: ScriptedModelServer, tmp_path: Path) -> None:
+    from picontext.session.repository import open_repository
+
+    first = ConversationMemory(model=server.model(), store="memory:i21-shared", cwd=str(tmp_path))
+    first.append([user("kept in memory"), assistant("yes")])
+    again = ConversationMemory(first.session_id, model=server.model(), store="memory:i21-shared", cwd=str(tmp_path))
+    assert texts(again.context()) == ["kept in memory", "yes"]
+    repository = open_repository(str(tmp_path / "repo"))
+    mine = ConversationMemory(model=server.model(), store=repository, cwd=str(tmp_path))
+    mine.append([user("q"), assistant("a")])
+    mine.close()  # the caller's repository stays open
+    assert texts(ConversationMemory(mine.session_id[:8], model=server.model(), store=repository,
+                                    cwd=str(tmp_path)).context()) == ["q", "a"]  # a unique id prefix
+
+
+def test_unreachable_database_raises_at_construction(server: ScriptedModelServer, tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable) as info:
+        ConversationMemory(model=server.model(), store="postgresql://nobody@127.0.0.1:1/none", cwd=str(tmp_path))
+    assert "\n" not in str(info.value)
+    with pytest.raises(StoreUnavailable):
+        ConversationMemory(model=server.model(), store="ftp://example.com/x", cwd=str(tmp_path))
 
 
 def test_a_system_message_is_stored_and_replayed(server: ScriptedModelServer, tmp_path: Path) -> None:

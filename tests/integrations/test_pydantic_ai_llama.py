@@ -3,21 +3,18 @@ greedy, fixed seed) holds a conversation through one compaction written by the s
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from llama_fixture import serve_llama
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
 from picontext.integrations.pydantic_ai import PicontextHistory
-from picontext.testing.llama_server import SAMPLING, LlamaServer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from llama_fixture import serve_llama
+from support.llama_server import SAMPLING, LlamaServer
 
 N_CTX = 2048
 SETTINGS = {"compaction": {"reserveTokens": 384, "keepRecentTokens": 100}}

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from pg_corpus import FILES
 
+from picontext.scripted import ScriptedModelServer, text, tool_call
 from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.listing import list_sessions
+from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import import_file
-from picontext.testing import ScriptedModelServer, text, tool_call
 
 
 def configure(home: Path, base_url: str) -> None:
@@ -100,13 +101,12 @@ def test_mask_compaction_on_the_database_matches_the_file(home: Path, tmp_path: 
 
 
 def _manager(url: str, ref: str, warnings: list[str]) -> SessionManager:
-    return SessionManager.open(ref, store_factory=store_factory(url), warn=warnings.append)
+    return PostgresRepository(url).open(ref, warn=warnings.append)
 
 
 def test_two_managers_on_one_session_never_fork_it_silently(pg_url: str, tmp_path: Path) -> None:
     warnings: list[str] = []
-    first = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pg_url),
-                                  warn=warnings.append)
+    first = PostgresRepository(pg_url).create(str(tmp_path), warn=warnings.append)
     first.append_message({"role": "user", "content": "hi", "timestamp": 1})
     first.append_message({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 2})
     sid = first.get_session_id()
@@ -126,21 +126,21 @@ def test_two_managers_on_one_session_never_fork_it_silently(pg_url: str, tmp_pat
 
 
 def test_branching_labels_and_forks_on_the_database(pg_url: str, tmp_path: Path) -> None:
-    manager = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pg_url))
+    manager = PostgresRepository(pg_url).create(str(tmp_path))
     u1 = manager.append_message({"role": "user", "content": "one", "timestamp": 1})
     manager.append_message({"role": "assistant", "content": [{"type": "text", "text": "a"}], "timestamp": 2})
     manager.append_label_change(u1, "start")
     manager.branch(u1)
     manager.append_message({"role": "assistant", "content": [{"type": "text", "text": "b"}], "timestamp": 3})
     sid = manager.get_session_id()
-    reopened = SessionManager.open(sid, store_factory=store_factory(pg_url))
+    reopened = PostgresRepository(pg_url).open(sid)
     assert reopened.build_session_context() == manager.build_session_context()
     assert reopened.get_label(u1) == "start"
     new_file = reopened.create_branched_session(reopened.get_leaf_id() or "")
     assert new_file is not None
     forked_id = reopened.get_session_id()
     assert forked_id != sid
-    forked = SessionManager.open(forked_id, store_factory=store_factory(pg_url))
+    forked = PostgresRepository(pg_url).open(forked_id)
     assert [m["content"] for m in forked.build_session_context()["messages"]] == [
         "one", [{"type": "text", "text": "b"}]]
     assert forked.get_label(u1) == "start"

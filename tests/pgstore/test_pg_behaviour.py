@@ -14,9 +14,9 @@ from pg_corpus import FILES
 from picontext.compaction.compact import compact_session
 from picontext.compaction.settings import CompactionSettings
 from picontext.errors import SessionChanged, SessionWriteError
-from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.database import redact
+from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import import_file
 
 HEADER = {"type": "session", "version": 3, "id": "s-b", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
@@ -70,9 +70,9 @@ def test_a_retried_append_that_had_committed_is_not_stored_twice(pg_url: str) ->
 async def test_compaction_refuses_when_another_writer_appended(pg_url: str, tmp_path: Path) -> None:
     source = next(f for f in FILES if f.name == "real-large-session.jsonl")
     session_id, _ = import_file(database(pg_url), str(source))
-    factory = store_factory(pg_url)
-    manager = SessionManager.open(session_id, store_factory=factory, warn=lambda m: None)
-    other = SessionManager.open(session_id, store_factory=factory, warn=lambda m: None)
+    repo = PostgresRepository(pg_url)
+    manager = repo.open(session_id, warn=lambda m: None)
+    other = repo.open(session_id, warn=lambda m: None)
     other.append_custom_entry("note", {"by": "other"})  # upgrades the legacy log and appends
     with pytest.raises(SessionChanged, match="changed while the summary was being written"):
         await compact_session(manager, strategy="mask", completion=None,
@@ -84,7 +84,7 @@ async def test_compaction_refuses_when_another_writer_appended(pg_url: str, tmp_
 def test_a_failed_append_is_removed_from_memory(pg_cluster: Any, pg_url: str, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICONTEXT_STORE_TIMEOUT", "2")
-    manager = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pg_url))
+    manager = PostgresRepository(pg_url).create(str(tmp_path))
     manager.append_message({"role": "user", "content": "hi", "timestamp": 1})
     manager.append_message({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 2})
     before = manager.build_session_context()
@@ -100,7 +100,7 @@ def test_a_failed_append_is_removed_from_memory(pg_cluster: Any, pg_url: str, tm
         with psycopg.connect(pg_cluster.url, autocommit=True) as admin:
             admin.execute(f"ALTER DATABASE \"{pg_url.rsplit('/', 1)[1]}\" ALLOW_CONNECTIONS true")
     manager.append_message({"role": "user", "content": "again", "timestamp": 4})
-    reopened = SessionManager.open(manager.get_session_id(), store_factory=store_factory(pg_url))
+    reopened = PostgresRepository(pg_url).open(manager.get_session_id())
     assert reopened.build_session_context() == manager.build_session_context()
 
 

@@ -11,14 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, store_factory
-from picontext.testing import ScriptedModelServer, text
+from picontext.scripted import ScriptedModelServer, text
+from picontext.session.postgres import PgSessionStore
+from picontext.session.postgres.repository import PostgresRepository
 from terminal import PICONTEXT, Terminal, chat_home
 
 
 def _session(url: str, cwd: Path, question: str, answer: str, ts: int) -> str:
-    manager = SessionManager.create(str(cwd), str(cwd), store_factory=store_factory(url))
+    manager = PostgresRepository(url).create(str(cwd))
     manager.append_message({"role": "user", "content": question, "timestamp": ts})
     manager.append_message({"role": "assistant", "content": [{"type": "text", "text": answer}],
                             "api": "openai-completions", "provider": "scripted", "model": "m1", "timestamp": ts + 1})

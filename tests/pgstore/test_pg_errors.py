@@ -18,10 +18,10 @@ from pg_corpus import FILES
 from test_pg_agent import configure
 
 from picontext.errors import SessionWriteError
-from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, store_factory
+from picontext.scripted import ScriptedModelServer, text
+from picontext.session.postgres import PgSessionStore
 from picontext.session.postgres.database import close_all
-from picontext.testing import ScriptedModelServer, text
+from picontext.session.postgres.repository import PostgresRepository
 
 SESSION = next(f for f in FILES if f.name == "real-large-session.jsonl")
 HEADER = {"type": "session", "version": 3, "id": "s-err", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
@@ -52,7 +52,7 @@ def _sessions(url: str) -> int:
 def _short_session(url: str, cwd: Path, server: ScriptedModelServer) -> str:
     """A stored session of one question and its answer (models.json pointed at `server`)."""
     configure(Path(os.environ["PICONTEXT_DIR"]), server.url + "/v1")
-    manager = SessionManager.create(str(cwd), str(cwd), store_factory=store_factory(url))
+    manager = PostgresRepository(url).create(str(cwd))
     manager.append_message({"role": "user", "content": "hi", "timestamp": 1})
     manager.append_message({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 2})
     return manager.get_session_id()
@@ -218,7 +218,7 @@ def test_a_stored_head_that_is_not_json_is_read_around(pg_url: str, tmp_path: Pa
                     env={"PICONTEXT_STORE": pg_url}, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "again" and run.stderr.startswith(notice)
-    context = SessionManager.open(sid, store_factory=store_factory(pg_url)).build_session_context()
+    context = PostgresRepository(pg_url).open(sid).build_session_context()
     said = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
             for m in context["messages"] if m["role"] in ("user", "assistant")]
     assert said == ["hi", "hello", "more", "again"]

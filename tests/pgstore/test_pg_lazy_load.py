@@ -14,7 +14,8 @@ from pg_corpus import corpus
 
 from picontext.errors import SessionError
 from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres import PgSessionStore, database
+from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.schema import MIGRATIONS
 from picontext.session.postgres.store import LINE_WINDOW
 from picontext.session.postgres.transfer import import_bytes, import_file
@@ -56,7 +57,7 @@ def test_a_resume_fetches_the_context_not_the_session(pg_url: str, tmp_path: Pat
     db = database(pg_url)
     session_id, _ = import_file(db, str(path))
     from_file = SessionManager.open(str(path), warn=lambda m: None)
-    manager = SessionManager.open(session_id, store_factory=store_factory(db), warn=lambda m: None)
+    manager = PostgresRepository(db).open(session_id, warn=lambda m: None)
     assert repr(manager.build_session_context()) == repr(from_file.build_session_context())
     entries = manager._index.entries
     deferred = [e for e in entries if type(e) is RawLine]

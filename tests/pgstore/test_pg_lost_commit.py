@@ -1,6 +1,6 @@
 """A connection lost at COMMIT: on its way to the server (not committed) or on the way back (committed,
 answer lost). A TCP proxy between psycopg and the real server drops the connection at exactly
-that message (picontext.testing.pgproxy). Whatever happened, afterwards the stored session and the
+that message (support.pgproxy). Whatever happened, afterwards the stored session and the
 manager's memory agree: every entry stored once, no parent missing, the whole history projected
 (docs/storage.md, "A lost COMMIT")."""
 
@@ -19,13 +19,14 @@ from test_pg_agent import configure, picontext
 
 from picontext._clock import FrozenClock, SequentialIds
 from picontext.errors import SessionWriteError
+from picontext.scripted import ScriptedModelServer, text
 from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.database import close_all
 from picontext.session.postgres.listing import list_sessions
+from picontext.session.postgres.repository import PostgresRepository
 from picontext.session.postgres.transfer import import_bytes
-from picontext.testing import ScriptedModelServer, text
-from picontext.testing.pgproxy import FaultProxy
+from support.pgproxy import FaultProxy
 
 FAULTS = ["commit", "answer"]  # the COMMIT lost on its way / its answer lost on the way back
 
@@ -49,7 +50,7 @@ def _reply(text: str, ts: int) -> dict[str, Any]:
 
 def _manager(url: str, cwd: Path, warnings: list[str]) -> SessionManager:
     PgSessionStore(url, "warm-up").exists()  # the schema exists (its migrations commit too)
-    return SessionManager.create(str(cwd), str(cwd), store_factory=store_factory(url), warn=warnings.append,
+    return PostgresRepository(url).create(str(cwd), warn=warnings.append,
                                  clock=FrozenClock(step_ms=1), ids=SequentialIds())
 
 
@@ -61,7 +62,7 @@ def check_stored(direct_url: str, manager: SessionManager, texts: list[str]) -> 
     assert len(ids) == len(set(ids)), f"duplicate ids: {ids}"
     assert all(e["parentId"] is None or e["parentId"] in ids for e in stored), "a parent is not stored"
     assert ids == [e["id"] for e in manager.get_entries()]
-    reopened = SessionManager.open(manager.get_session_id(), store_factory=store_factory(direct_url))
+    reopened = PostgresRepository(direct_url).open(manager.get_session_id())
     assert reopened.get_leaf_id() == manager.get_leaf_id()
     context = reopened.build_session_context()
     assert context == manager.build_session_context()
@@ -130,7 +131,7 @@ def test_a_lost_commit_while_the_database_stays_away_keeps_the_reply_until_it_ca
     with pytest.raises(SessionWriteError, match="Cannot confirm that the last 2 entries"):
         manager.append_message(_user("q3", 5))  # still unreachable: nothing else is written
     # Meanwhile another writer appends to the session (directly, not through the proxy).
-    other = SessionManager.open(manager.get_session_id(), store_factory=store_factory(pg_url))
+    other = PostgresRepository(pg_url).open(manager.get_session_id())
     other.append_message(_user("from elsewhere", 6))
     proxy.refusing.clear()
     manager.append_message(_user("q3", 7))
@@ -140,7 +141,7 @@ def test_a_lost_commit_while_the_database_stays_away_keeps_the_reply_until_it_ca
     assert ids == [e["id"] for e in manager.get_entries()]  # memory in file order
     assert [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
             for m in manager.build_session_context()["messages"]] == [*texts, "q3"]
-    reopened = SessionManager.open(manager.get_session_id(), store_factory=store_factory(pg_url))
+    reopened = PostgresRepository(pg_url).open(manager.get_session_id())
     assert reopened.build_session_context() == manager.build_session_context()
 
 
@@ -242,7 +243,7 @@ def test_print_mode_loses_no_reply_to_a_lost_commit(proxy: FaultProxy, pg_url: s
     ids = [e["id"] for e in stored]
     assert len(ids) == len(set(ids)) and all(e["parentId"] is None or e["parentId"] in ids for e in stored)
     said = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
-            for m in SessionManager.open(info.id, store_factory=store_factory(pg_url)).build_session_context()[
+            for m in PostgresRepository(pg_url).open(info.id).build_session_context()[
                 "messages"] if m["role"] in ("user", "assistant")]
     assert said == ["q1", "A1", "q2", "A2", "q3", "A3", "q4", "A4"]
 
@@ -288,7 +289,7 @@ def test_a_lost_commit_of_a_legacy_sessions_first_append_upgrades_it_once(proxy:
               "message": {"role": "assistant", "content": [{"type": "text", "text": "a1"}], "timestamp": 2}}]
     original = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
     import_bytes(database(pg_url), original, source="legacy.jsonl")
-    manager = SessionManager.open("legacy-1", store_factory=store_factory(proxy.url_for(pg_url)), warn=[].append)
+    manager = PostgresRepository(proxy.url_for(pg_url)).open("legacy-1", warn=[].append)
     proxy.arm(fault)  # type: ignore[arg-type]
     with manager.exclusive(strict=False) if in_section else contextlib.nullcontext():
         manager.append_message(_user("q2", 3))

@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 
 from picontext.session.manager import SessionManager
-from picontext.session.postgres import PgSessionStore, database, store_factory
+from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.listing import list_sessions
+from picontext.session.postgres.repository import PostgresRepository
 
 WRITER = Path(__file__).with_name("pg_writer.py")
 HEADER = {"type": "session", "version": 3, "id": "s-bouncer", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
@@ -48,7 +49,7 @@ def test_the_pooler_shares_server_connections_per_transaction(pg_bouncer: Any, p
 
 def test_a_session_is_written_projected_and_resumed_through_the_pooler(pgbouncer_url: str, pg_url: str,
                                                                         tmp_path: Path) -> None:
-    manager = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pgbouncer_url))
+    manager = PostgresRepository(pgbouncer_url).create(str(tmp_path))
     for i in range(20):  # more statements than psycopg's auto-prepare threshold, on shared connections
         manager.append_message({"role": "user", "content": f"question {i}", "timestamp": 2 * i})
         manager.append_message({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}],
@@ -60,8 +61,8 @@ def test_a_session_is_written_projected_and_resumed_through_the_pooler(pgbouncer
         store.append([{"type": "label", "id": "l1", "parentId": manager.get_leaf_id(), "timestamp": "t",
                        "targetId": manager.get_leaf_id(), "label": "checkpoint"}], expect=tail)
     assert _advisory_locks(pg_url) == 0  # the section's lock ended with it, on whichever server connection
-    resumed = SessionManager.open(sid, store_factory=store_factory(pgbouncer_url), warn=lambda m: None)
-    direct = SessionManager.open(sid, store_factory=store_factory(pg_url), warn=lambda m: None)
+    resumed = PostgresRepository(pgbouncer_url).open(sid, warn=lambda m: None)
+    direct = PostgresRepository(pg_url).open(sid, warn=lambda m: None)
     context = resumed.build_session_context()
     assert repr(context) == repr(direct.build_session_context())
     assert len(context["messages"]) == 40
@@ -92,13 +93,12 @@ def test_stale_managers_catch_up_in_writer_sections_through_the_pooler(pgbouncer
                                                                        tmp_path: Path) -> None:
     """Two managers on one session, each append racing the other's: the stale one takes the other
     entries in inside a writer section; nothing is lost and no lock is left behind."""
-    first = SessionManager.create(str(tmp_path), str(tmp_path), store_factory=store_factory(pgbouncer_url),
-                                  warn=lambda m: None)
+    first = PostgresRepository(pgbouncer_url).create(str(tmp_path), warn=lambda m: None)
     first.append_message({"role": "user", "content": "hi", "timestamp": 1})
     first.append_message({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 2})
     sid = first.get_session_id()
     warnings: list[str] = []
-    managers = [first, SessionManager.open(sid, store_factory=store_factory(pgbouncer_url), warn=warnings.append)]
+    managers = [first, PostgresRepository(pgbouncer_url).open(sid, warn=warnings.append)]
     errors: list[BaseException] = []
 
     def work(manager: SessionManager, who: int) -> None:
@@ -114,7 +114,7 @@ def test_stale_managers_catch_up_in_writer_sections_through_the_pooler(pgbouncer
     for t in threads:
         t.join()
     assert errors == []
-    reopened = SessionManager.open(sid, store_factory=store_factory(pg_url), warn=lambda m: None)
+    reopened = PostgresRepository(pg_url).open(sid, warn=lambda m: None)
     texts = sorted(e["message"]["content"] for e in reopened.get_entries()
                    if e.get("type") == "message" and e["message"]["role"] == "user")
     assert texts == sorted(["hi", *(f"{w}-{i}" for w in range(2) for i in range(15))])

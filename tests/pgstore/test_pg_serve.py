@@ -15,8 +15,7 @@ import httpx
 import pytest
 from pg_corpus import FILES
 
-from picontext.session.manager import SessionManager
-from picontext.session.postgres import store_factory
+from picontext.session.postgres.repository import PostgresRepository
 from serving import serve_process, url_of
 
 SESSION = next(f for f in FILES if f.name == "real-large-session.jsonl")
@@ -45,7 +44,7 @@ def test_serve_shows_the_database_and_follows_an_append(served: str, pg_url: str
     assert "/mode" in meta["previews"]
     before = httpx.get(f"{served}api/view/{key}?stamp=1", timeout=30).json()["stamp"]
 
-    manager = SessionManager.open(f"{pg_url}#{sid}", store_factory=store_factory(pg_url))
+    manager = PostgresRepository(pg_url).open(f"{pg_url}#{sid}")
     manager.append_message({"role": "user", "content": "a question asked while the page is open",
                             "timestamp": 1_900_000_000_000})
     after = httpx.get(f"{served}api/view/{key}?stamp=1", timeout=30).json()["stamp"]

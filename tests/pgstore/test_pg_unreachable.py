@@ -12,7 +12,7 @@ import pytest
 from picontext.errors import SessionWriteError
 from picontext.session.postgres import PgSessionStore, StoreUnavailableError
 from picontext.session.postgres.database import close_all
-from picontext.testing.postgres import PostgresCluster, PostgresUnavailable
+from support.postgres import PostgresCluster, PostgresUnavailable
 
 HEADER = {"type": "session", "version": 3, "id": "s-down", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
 

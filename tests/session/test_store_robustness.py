@@ -304,7 +304,7 @@ def test_failing_store_append_rolls_back(tmp_path: Path) -> None:
 
     path = tmp_path / "s.jsonl"
     basic_file(path)
-    sm = open_sm(path, store_factory=FailingStore)
+    sm = SessionManager.open_store(FailingStore(str(path)), file=str(path), warn=lambda m: None)
     before_bytes = path.read_bytes()
     before = _state(sm)
     FailingStore.fail = True
@@ -324,7 +324,7 @@ def test_failed_branch_with_summary_keeps_leaf(tmp_path: Path) -> None:
 
     path = tmp_path / "s.jsonl"
     basic_file(path)
-    sm = open_sm(path, store_factory=FailingStore)
+    sm = SessionManager.open_store(FailingStore(str(path)), file=str(path), warn=lambda m: None)
     with pytest.raises(SessionWriteError):
         sm.branch_with_summary("u1", "S")
     assert len(sm.get_entries()) == 2

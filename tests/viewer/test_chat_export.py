@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from picontext.testing import ScriptedModelServer, reply, text, tokens
+from picontext.scripted import ScriptedModelServer, reply, text, tokens
 from terminal import PICONTEXT, Terminal
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from picontext import _json
 from picontext.cli.loading import add_file_argument, load_session, read_session
 from picontext.cli.main import described
-from picontext.cli.store_cmds import open_session, store_url
+from picontext.cli.repo import open_session
 from picontext.compaction.compact import (
     STRATEGIES,
     CompactOutcome,
@@ -156,9 +156,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, settings_for)
     where, loaded = read_session(args.file)  # one-line errors before anything is opened for writing
-    if store_url() is None:
-        args.file = where  # an id, a prefix or nothing named this file
-    manager = open_session(args.file, loaded)  # what was just read is not read again
+    args.file = where  # an id, a prefix or nothing named this session
+    manager = open_session(where, loaded)  # what was just read is not read again
     summary_ref = args.summary_model or settings_for(manager.get_cwd()).model or model_ref
     if args.strategy != "mask" and summary_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")

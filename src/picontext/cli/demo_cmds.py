@@ -1,6 +1,6 @@
 """`picontext demo`: a real agent session, offline, that outgrows its context window and survives.
 
-A scripted model (`picontext.testing.ScriptedModelServer`, real HTTP on 127.0.0.1) plays a coding
+A scripted model (`picontext.scripted.ScriptedModelServer`, real HTTP on 127.0.0.1) plays a coding
 agent building a small Python package in a temporary directory: the read/write/edit/bash tool
 calls are real and run on real files. The model's window is tiny (12k tokens): during the first
 prompt the context crosses the compaction threshold and is compacted between turns; the second
@@ -38,10 +38,10 @@ from picontext.cli.main import described
 from picontext.compaction.prompts import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
 from picontext.compaction.settings import Settings
 from picontext.compaction.tokens import estimate_tokens
+from picontext.scripted import ScriptedModelServer, http_error, reply, text, tokens, tool_call
+from picontext.scripted.model_server import HttpError, RecordedRequest, Reply
 from picontext.session.convert import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, http_error, reply, text, tokens, tool_call
-from picontext.testing.model_server import HttpError, RecordedRequest, Reply
 
 WINDOW = 12_000
 COMPACTION = {"reserveTokens": 3_000, "keepRecentTokens": 1_500}  # threshold: 12k - 3k = 9k tokens

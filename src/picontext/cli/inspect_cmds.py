@@ -14,7 +14,7 @@ from picontext import _json
 from picontext.cli import render
 from picontext.cli.loading import LoadedSession, add_file_argument, load_session
 from picontext.compaction.records import failure_line, failure_records
-from picontext.session.projection import build_session_path, field_of, fold_path
+from picontext.session.projection import build_session_path, collect_edits, field_of, fold_path, hashable, id_key
 
 
 def _parser(sub: Any, name: str, summary: str, description: str, examples: list[str]) -> Any:
@@ -65,13 +65,9 @@ def _write_json(value: Any) -> None:
 def _edit_state(session: LoadedSession, path: list[Any]) -> tuple[set[Any], dict[Any, Any]]:
     """Ids summarized away by the newest compaction, and the winning edit per target."""
     context = fold_path(path)
-    in_context = {field_of(e, "id") for e in context}
-    compacted = {field_of(e, "id") for e in path} - in_context
-    edits: dict[Any, Any] = {}
-    for entry in context:
-        if field_of(entry, "type") == "context_edit":
-            edits[entry.get("targetId")] = entry
-    return compacted, edits
+    in_context = {id_key(e) for e in context}
+    compacted = {id_key(e) for e in path} - in_context
+    return compacted, collect_edits(context)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -105,9 +101,9 @@ def _show_entry(out: Any, entry: Any, compacted: set[Any], edits: dict[Any, Any]
     line.append(f" {eid} ", style="dim")
     style = ""
     note = ""
-    if eid in compacted:
+    if id_key(entry) in compacted:
         style, note = "dim", "  [compacted]"
-    edit = edits.get(eid)
+    edit = edits.get(eid) if hashable(eid) else None
     if edit is not None:
         if edit.get("replacement") is None:
             style, note = "strike", f"  [omitted by {edit.get('id')}]"
@@ -268,8 +264,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         out.print(Text(f"{'compactions':<16}{'input':>12}{'output':>10}{'cacheRead':>12}{'cacheWrite':>12}"
                        f"{'cost $':>10}  summary model", style="bold"))
         for c in compactions:
-            out.print(f"{str(c['id'])[:16]:<16}{int(c['input']):>12,}{int(c['output']):>10,}{int(c['cacheRead']):>12,}"
-                      f"{int(c['cacheWrite']):>12,}{c['cost']:>10.4f}  {c['summaryModel'] or NO_SUMMARY_MODEL}")
+            out.print(f"{str(c['id'])[:16]:<16}{_count(c['input']):>12}{_count(c['output']):>10}"
+                      f"{_count(c['cacheRead']):>12}{_count(c['cacheWrite']):>12}{c['cost']:>10.4f}  "
+                      f"{c['summaryModel'] or NO_SUMMARY_MODEL}")
     if failures:
         out.print(Text(f"failed summary attempts: {len(failures)}", style="bold"))
         for record in failures:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from picontext.cli.repo import repository
 from picontext.errors import PicontextError, SessionFormatError
-from picontext.session import paths
 from picontext.session.projection import LAST, LeafArg, SessionProjection
-from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_header
+from picontext.session.records import HEADER_SCAN_LIMIT
 
 if TYPE_CHECKING:  # imported where used: `context --json` needs none of them
     from picontext.session.manager import SessionManager
-    from picontext.session.protocol import LoadResult
+    from picontext.session.protocol import LoadResult, SessionStore
 
 
 class SessionOpenError(PicontextError):
@@ -25,29 +24,6 @@ class SessionOpenError(PicontextError):
 
 
 MAX_WARNINGS = 10
-
-
-def describe_file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
-    """Refuse, before opening, what is not a regular file (after symlinks): reading a FIFO blocks
-    forever and `/dev/zero` never ends."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if missing_ok:
-            return
-        raise SessionOpenError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(mode):
-        raise SessionOpenError(f"is {describe_file_type(mode)}, not a session file: {path}")
 
 
 def print_warnings(lines: list[str]) -> None:
@@ -93,7 +69,9 @@ class LoadedSession:
 
     def resolve_leaf(self, leaf: str | None) -> LeafArg:
         if leaf is None:
-            return LAST
+            # Pi's leaf after loading is the last entry's id: a null one means an empty context.
+            last = self.entries[-1] if self.entries else None
+            return None if isinstance(last, dict) and "id" in last and last["id"] is None else LAST
         if leaf not in self.by_id:
             raise SessionOpenError(f"entry {leaf!r} not found in {self.path}")
         return leaf
@@ -110,6 +88,8 @@ def add_file_argument(parser: Any) -> None:
 def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    from msgspec import UNSET
+
     from picontext.session.index import EntryIndex
     from picontext.session.live import LiveProjection
     from picontext.session.migrations import migrate_to_current
@@ -122,7 +102,9 @@ def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     if leaf is not None and leaf not in index:
         raise SessionOpenError(f"entry {leaf!r} not found in {path}")
     live = LiveProjection()
-    live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
+    last_id = index.last_id()  # Pi's leaf after loading (an absent id: start at the last entry)
+    start: Any = leaf if leaf is not None else LAST if last_id is UNSET else last_id
+    live.rebuild(index, path_to(index, start))
     return live.projection()
 
 
@@ -131,27 +113,26 @@ def context_json_pieces(ref: str | None, leaf: str | None) -> Iterator[bytes] | 
     reading only the lines the context is made of; None when the session is not a file the
     columns describe (a database session, a legacy or irregular file, a torn last line): the
     caller then projects it with `project_file`."""
-    from picontext.cli.store_cmds import store_url
     from picontext.session.context_stream import context_json
-    from picontext.session.jsonl_columns import ColumnsOutdated, drop_columns
+    from picontext.session.protocol import ColumnsOutdated
 
-    if store_url() is not None:
+    store = locate(ref)
+    columns = getattr(store, "columns", None)  # a store that keeps entry columns (session files do)
+    if columns is None:
         return None
-    path = session_path(ref, os.getcwd())
-    check_regular_file(path)
     try:
-        view = indexed_columns(path)
+        view = columns()
     except (OSError, SessionFormatError):
         return None  # the full reader names the problem
     if view is None:
         return None
     with view:
         if leaf is not None and view.position_of(leaf) is None:
-            raise SessionOpenError(f"entry {leaf!r} not found in {path}")
+            raise SessionOpenError(f"entry {leaf!r} not found in {store.location}")
         try:
             return context_json(view, LAST if leaf is None else leaf)
         except (ColumnsOutdated, OSError):
-            drop_columns(os.path.realpath(path))
+            getattr(store, "drop_columns", lambda: None)()
             return None
 
 
@@ -182,106 +163,39 @@ def load_session(path: str | None) -> LoadedSession:
     return LoadedSession(path, file_entries, entries, build_index(entries))
 
 
-def _open(ref: str | None, *, lazy: bool) -> tuple[str, LoadResult]:
-    """(where the session is, what it holds): a file, or a session of the `--store` database."""
-    from picontext.cli.store_cmds import resolve, store_url
-
-    url = store_url()
-    if url is None:
-        path = session_path(ref, os.getcwd())
-        return path, _read(path, lazy=lazy)
+def locate(ref: str | None, cwd: str | None = None) -> SessionStore:
+    """The store of the session `ref` names in this process's repository (a file, an id or a
+    unique id prefix; None: the latest session of the current directory). One-line errors."""
+    repo = repository()
+    cwd = cwd or os.getcwd()
     if ref is None:
-        raise SessionOpenError("with --store, name the session: its id or a unique prefix (picontext sessions)")
-    store = resolve(url, ref)
-    result = store.load(lazy=lazy)
-    if not result.valid:
-        raise SessionOpenError(f"not a session (its first record is not a session header): {store.location}")
-    print_warnings(result.warnings(store.location))
-    return store.location, result
+        found = repo.latest_store(cwd)
+        if found is None:
+            raise SessionOpenError(f"no sessions for {cwd}: give a session file or id (`picontext sessions --all`)")
+        return found[0]
+    return repo.store(ref)
 
 
-def _read(path: str, *, lazy: bool) -> LoadResult:
-    check_regular_file(path)  # names what it is (a FIFO, a device, a directory) in one line
-    store = JsonlSessionStore(path)
+def _open(ref: str | None, *, lazy: bool) -> tuple[str, LoadResult]:
+    """(where the session is, what it holds), warnings printed; refused in one line when it
+    is not a session (a FIFO, a device or a directory is refused before it is opened)."""
+    store = locate(ref)
+    where = store.location
     try:
-        result = store.load(lazy=lazy)  # refuses a directory, FIFO or device before opening it
+        result = store.load(lazy=lazy)
     except SessionFormatError as exc:
         raise SessionOpenError(str(exc)) from None
     except OSError as exc:
-        raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
+        if isinstance(exc, PicontextError):
+            raise
+        raise SessionOpenError(f"cannot read {where}: {exc.strerror}") from None
     if not result.valid:
-        why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
-        raise SessionOpenError(f"not a session file ({why}): {path}")
-    print_warnings(result.warnings(path))
-    return result
-
-
-def _session_files(directory: str) -> list[str]:
-    """The regular *.jsonl files of `directory` (a FIFO or device of that name would never end)."""
-    try:
-        names = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".jsonl")]
-    except OSError:
-        return []
-    out = []
-    for path in names:
-        try:
-            if stat.S_ISREG(os.stat(path).st_mode):
-                out.append(path)
-        except OSError:
-            continue
-    return out
-
-
-def _ids_matching(files: list[str], prefix: str) -> dict[str, str]:
-    """{path: id} of the session files whose header id starts with `prefix`."""
-    found: dict[str, str] = {}
-    for path in files:
-        try:
-            header = read_session_header(path)
-        except OSError:
-            continue
-        session_id = header.get("id") if isinstance(header, dict) else None
-        if isinstance(session_id, str) and session_id.lower().startswith(prefix.lower()):
-            found[path] = session_id
-    return found
-
-
-def latest_session(cwd: str) -> str:
-    """The most recently active session of `cwd` (what inspection commands use without a FILE)."""
-    from picontext.session.listing import find_most_recent_session
-
-    path = find_most_recent_session(paths.default_session_dir(cwd), cwd)
-    if path is None:
-        raise SessionOpenError(f"no sessions for {cwd}: give a session file or id (`picontext sessions --all`)")
-    return path
-
-
-def session_path(ref: str | None, cwd: str, *, create: bool = False) -> str:
-    """A session file from what the user typed: a path, a session id, or a unique id prefix.
-
-    An existing file wins. A word without a path separator or `.jsonl` is an id (prefix), looked
-    up first among the sessions of `cwd`, then among every project's. With `create`, a path that
-    does not exist yet is returned as is (a new session file); an id never creates a file."""
-    if ref is None:
-        return latest_session(cwd)
-    if os.path.exists(ref):
-        return ref
-    if os.sep in ref or ref.endswith(".jsonl"):
-        if create:
-            return ref
-        raise SessionOpenError(f"no such file: {ref}")
-    matches = _ids_matching(_session_files(paths.default_session_dir(cwd)), ref)
-    if not matches:
-        root = paths.sessions_root()
-        try:
-            dirs = [os.path.join(root, d) for d in os.listdir(root)]
-        except OSError:
-            dirs = []
-        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d)], ref)
-    if len(set(matches.values())) > 1:
-        shown = ", ".join(sorted(set(matches.values()))[:5])
-        raise SessionOpenError(f"session id prefix {ref!r} is ambiguous: {shown}")
-    if not matches:
-        hint = " (to create a new session file, give a path such as ./name.jsonl)" if create else ""
-        raise SessionOpenError(f"no session with id {ref!r} and no such file{hint}")
-    return max(matches, key=os.path.getmtime)
+        if result.entries or result.skipped:
+            why = "its first line is not a session header"
+        elif result.size > HEADER_SCAN_LIMIT:
+            why = f"no session header in its first {HEADER_SCAN_LIMIT // (1024 * 1024)} MiB"
+        else:
+            why = "it is empty"
+        raise SessionOpenError(f"not a session file ({why}): {where}")
+    print_warnings(result.warnings(where))
+    return where, result

@@ -33,7 +33,7 @@ def described(description: str, *examples: str) -> dict[str, Any]:
 COMMAND_MODULES = (
     "context_cmds", "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds",
     "auth_cmds", "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
-    "export_cmds", "serve_cmds",
+    "export_cmds", "serve_cmds", "import_cmds",
 )
 
 
@@ -44,6 +44,7 @@ COMMAND_OWNERS = {
     "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
     "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
     "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
+    "import": "import_cmds",
 }
 
 
@@ -69,8 +70,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     # Taken out of the arguments before parsing (apply_store_flag: valid anywhere, on every
     # command); declared here so that --help names it.
     parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                        help="sessions in a PostgreSQL database instead of files (also $PICONTEXT_STORE; "
-                        "anywhere on the command line, for every command; docs/storage.md)")
+                        help="the session store: a directory, postgresql://... or memory: (also "
+                        "$PICONTEXT_STORE; anywhere on the command line, for every command; docs/storage.md)")
     if only is None and importlib.util.find_spec("picontext.cli.modes.common") is not None:
         importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -136,7 +137,7 @@ def command_names(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from picontext.cli.store_cmds import apply_store_flag
+    from picontext.cli.repo import apply_store_flag
 
     # Pi (V8) reads and writes JSON nested thousands of levels deep, and so must every command;
     # Python's default limit of 1,000 frames is below that (the JSON helpers recurse per level).

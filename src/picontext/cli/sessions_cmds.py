@@ -12,8 +12,8 @@ from rich.table import Table
 from picontext import _json
 from picontext.cli import render
 from picontext.cli.main import CliError, described
-from picontext.session.listing import list_all_sessions, list_sessions
-from picontext.session.paths import sessions_root
+from picontext.cli.repo import chosen_url, repository
+from picontext.session.listing import list_all_sessions
 
 
 def register(sub: Any) -> None:
@@ -45,23 +45,18 @@ def _size(n: int) -> str:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from picontext.cli.store_cmds import open_database, store_url
-
     cwd = os.getcwd()
-    url = store_url()
     if args.dir is not None and not os.path.isdir(args.dir):
         raise CliError(f"no such directory: {args.dir}" if not os.path.exists(args.dir)
                        else f"not a directory: {args.dir}")
-    if url is not None:  # the session database (--store URL): one query over the session rows
-        from picontext.session.postgres.listing import list_sessions as list_stored
-
-        if args.dir is not None:
-            raise CliError("--dir names a directory of session files; with --store the database is listed")
-        infos = list_stored(open_database(url), None if args.all else cwd)
-    elif args.dir is not None or args.all:  # a directory named: all of its sessions, whatever their cwd
+    repo = None
+    if args.dir is not None and chosen_url() is not None:
+        raise CliError("--dir names a directory of session files; with --store the store's sessions are listed")
+    if args.dir is not None:  # a directory named: all of its sessions, whatever their cwd
         infos = list_all_sessions(args.dir)
     else:
-        infos = list_sessions(cwd)
+        repo = repository()
+        infos = repo.list(None if args.all else cwd)
     if args.json:
         rows = [{"path": i.path, "id": i.id, "cwd": i.cwd, "name": i.name, "entries": i.entry_count,
                  "messages": i.message_count, "size": i.size, "modified": i.modified.isoformat(),
@@ -70,7 +65,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return 0
     out = render.console()
     if not infos:
-        out.print(_why_empty(args, cwd, url))
+        out.print(_why_empty(args, cwd, repo))
         return 0
     every_cwd = args.all or args.dir is not None
     table = Table(box=None, pad_edge=False)
@@ -88,13 +83,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def _why_empty(args: argparse.Namespace, cwd: str, url: str | None) -> str:
+def _why_empty(args: argparse.Namespace, cwd: str, repo: Any) -> str:
     """An empty listing says what was looked at, and where else to look."""
     if args.dir is not None:
         return f"no sessions in {args.dir} (no .jsonl file in it starts with a session header)"
-    if url is not None:
-        return "no sessions in the database" + ("" if args.all else f" for the directory {cwd} (--all lists every one)")
     if args.all:
-        return f"no sessions under {sessions_root()}"
+        return f"no sessions in {repo}"
     return (f"no sessions for the directory {cwd}: only sessions started here are listed "
             f"(--all lists every project's, --dir DIR a directory of session files)")

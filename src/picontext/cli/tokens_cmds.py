@@ -127,7 +127,9 @@ def _reports_no_usage(message: Any) -> bool:
         return False
     if message.get("stopReason") in ("error", "aborted"):
         return False
-    usage = message.get("usage") or {}
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return True
     return not any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
 
 

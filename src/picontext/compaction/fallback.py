@@ -504,6 +504,7 @@ async def summarize_with_fallback(
     retry: bool = True,
     fallback: bool = True,
     on_failure: OnFailure | None = None,
+    on_progress: Any = None,
 ) -> SummaryResult:
     """A checked summary of `prep`, retried once and replaced by `mechanical_summary` when the
     model fails (see the module docstring). Raises `SummaryAborted` on an abort, and the last
@@ -529,7 +530,8 @@ async def summarize_with_fallback(
         try:
             result = await summarize_preparation(
                 prep, wrapped, reserve_tokens=reserve_tokens, instructions=asked, thinking_level=thinking_level,
-                signal=signal, previous_facts=previous_facts, verify=verify, prompt_cache=cache)
+                signal=signal, previous_facts=previous_facts, verify=verify, prompt_cache=cache,
+                on_progress=on_progress)
             check_summary(result.summary, prep, reserve_tokens=reserve_tokens, model_max=model_max)
         except (SummaryAborted, ConfigError):
             raise

@@ -9,7 +9,7 @@ Files use Pi's settings.json keys, so a Pi file can be copied over unchanged:
                     "modelOverrides": {"<provider>/<modelId>": {"reserveTokens": ..., "keepRecentTokens": ...}},
                     "exactSplitTurns": false,
                     # picontext's own, all off unless set (docs/compaction.md "Beyond Pi"):
-                    "backgroundTokens": 0, "resumable": false, "model": null, "calibrateTokens": false,
+                    "backgroundTokens": 0 | N | "auto", "resumable": false, "model": null, "calibrateTokens": false,
                     "loopGuard": true, "reusePromptCache": false,
                     # ours, on: a failed summary is retried once, then replaced by a mechanical one
                     "fallbackSummary": true, "summaryTimeoutMs": 180000},
@@ -32,8 +32,9 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+from picontext._files import read_config_text
 from picontext.errors import ConfigError
 from picontext.session.paths import agent_dir
 
@@ -55,7 +56,8 @@ class CompactionSettings:
     starts a turn is not a split turn, even when metadata before it travels with the kept part.
 
     The rest are picontext's own and off by default (the reference has none of them):
-    `background_tokens` (> 0: start summarizing in the background above this many tokens),
+    `background_tokens` (> 0: start summarizing in the background above this many tokens;
+    "auto": at a mark learned from this session's pace, `agent/background_compaction.py`),
     `resumable` (persist the chosen span before the summary request, resume it after a crash),
     `model` (`"provider/id"` of the summarizing model; None = the session's model),
     `calibrate_tokens` (learn reported/estimated token ratios per model for the trigger),
@@ -71,7 +73,7 @@ class CompactionSettings:
     reserve_tokens: int = 16384
     keep_recent_tokens: int = 20000
     exact_split_turns: bool = False
-    background_tokens: int = 0
+    background_tokens: int | Literal["auto"] = 0
     resumable: bool = False
     model: str | None = None
     calibrate_tokens: bool = False
@@ -114,7 +116,7 @@ class CompactionSettings:
             reserve_tokens=_as_int(value.get("reserveTokens", default.reserve_tokens)),
             keep_recent_tokens=_as_int(value.get("keepRecentTokens", default.keep_recent_tokens)),
             exact_split_turns=bool(value.get("exactSplitTurns", default.exact_split_turns)),
-            background_tokens=_as_int(value.get("backgroundTokens", default.background_tokens)),
+            background_tokens=_as_background(value.get("backgroundTokens", default.background_tokens)),
             resumable=bool(value.get("resumable", default.resumable)),
             model=value.get("model", default.model),
             calibrate_tokens=bool(value.get("calibrateTokens", default.calibrate_tokens)),
@@ -157,6 +159,13 @@ def _as_int(value: Any) -> int:
     return int(value)
 
 
+AUTO: Final = "auto"
+
+
+def _as_background(value: Any) -> int | Literal["auto"]:
+    return AUTO if value == AUTO else int(value)
+
+
 def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -175,6 +184,12 @@ def _check_bool(container: Mapping[str, Any], name: str, source: str, prefix: st
         raise _bad(source, f"{prefix}.{name}", container[name], "true or false")
 
 
+def _check_background(container: Mapping[str, Any], source: str, prefix: str) -> None:
+    value = container.get("backgroundTokens")
+    if "backgroundTokens" in container and value != AUTO and not is_safe_non_negative_int(value):
+        raise _bad(source, f"{prefix}.backgroundTokens", value, f'{_INT_RULE}, or "auto"')
+
+
 def _check_model_ref(container: Mapping[str, Any], source: str, prefix: str) -> None:
     value = container.get("model")
     if "model" in container and value is not None and not (
@@ -189,7 +204,7 @@ def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> N
         _check_bool(section, name, source, prefix)
     _check_int(section, "reserveTokens", source, prefix)
     _check_int(section, "keepRecentTokens", source, prefix)
-    _check_int(section, "backgroundTokens", source, prefix)
+    _check_background(section, source, prefix)
     _check_int(section, "summaryTimeoutMs", source, prefix)
     _check_model_ref(section, source, prefix)
     overrides = section.get("modelOverrides")
@@ -203,7 +218,7 @@ def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> N
             raise _bad(source, where, entry, "an object with reserveTokens and/or keepRecentTokens")
         _check_int(entry, "reserveTokens", source, where)
         _check_int(entry, "keepRecentTokens", source, where)
-        _check_int(entry, "backgroundTokens", source, where)
+        _check_background(entry, source, where)
         _check_int(entry, "summaryTimeoutMs", source, where)
         _check_model_ref(entry, source, where)
 
@@ -240,14 +255,11 @@ def deep_merge(base: Any, override: Any) -> Any:
 
 
 def read_settings_file(path: str) -> dict[str, Any]:
-    """One settings file, validated; `{}` when it does not exist."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    """One settings file, validated; `{}` when it does not exist (a FIFO, a device, a directory or
+    a file over 16 MiB: one-line ConfigError, see `_files.read_config_text`)."""
+    text = read_config_text(path)
+    if text is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read settings: {exc.strerror}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -293,6 +305,8 @@ class Settings:
                 return _as_int(section[name])
             return fallback
 
+        background = override.get("backgroundTokens", section.get("backgroundTokens", default.background_tokens))
+
         enabled = section.get("enabled")
         model = override["model"] if "model" in override else section.get("model")
         loop_guard = section.get("loopGuard")
@@ -301,7 +315,7 @@ class Settings:
             reserve_tokens=pick("reserveTokens", default.reserve_tokens),
             keep_recent_tokens=pick("keepRecentTokens", default.keep_recent_tokens),
             exact_split_turns=bool(section.get("exactSplitTurns", False)),
-            background_tokens=pick("backgroundTokens", default.background_tokens),
+            background_tokens=_as_background(background),
             resumable=bool(section.get("resumable", False)),
             model=model if isinstance(model, str) else None,
             calibrate_tokens=bool(section.get("calibrateTokens", False)),

@@ -46,10 +46,11 @@ from picontext.compaction.tokens import (
     estimate_projected_context_tokens,
 )
 from picontext.compaction.tokens import should_compact as _over_threshold
-from picontext.errors import ConfigError, NothingToCompact, SessionNotFound, StoreUnavailable
+from picontext.errors import ConfigError, NothingToCompact, SessionNotFound
 from picontext.session.convert import convert_to_llm
 from picontext.session.manager import SessionManager
 from picontext.session.projection import field_of
+from picontext.session.repository import SessionRepository, open_repository
 
 if TYPE_CHECKING:
     from picontext.ai.event_stream import AbortSignal
@@ -81,30 +82,30 @@ def _resolve_model(model: str | Model) -> Model:
     return default_catalog().get(model)
 
 
-def _open_session(session_id: str | None, store: Any, cwd: str) -> SessionManager:
-    """The one place that opens or creates the session (to become `open_repository(store)`)."""
-    if store is not None and not isinstance(store, str | os.PathLike):
-        return store.create(cwd) if session_id is None else store.open(session_id, cwd=cwd)
-    directory: str | None = None
-    if store is not None:
-        directory = os.fspath(store)
-        if directory.startswith(("postgresql:", "postgres:", "memory:")):
-            raise StoreUnavailable(f"store {directory.split(':', 1)[0]}: needs the session repository (issue 20)")
-        if directory.startswith("jsonl:"):
-            directory = directory[len("jsonl:"):]
-        if os.path.exists(directory) and not os.path.isdir(directory):
-            raise StoreUnavailable(f"store {directory}: not a directory")
-    if session_id is None:
-        try:
-            return SessionManager.create(cwd, directory)
-        except OSError as exc:
-            raise StoreUnavailable(f"store {directory}: {exc.strerror or exc}") from None
-    if directory is not None and not os.path.isdir(directory):
-        raise StoreUnavailable(f"store {directory}: no such directory")
-    path = SessionManager.find_by_id(cwd, session_id, directory)
-    if path is None:
-        raise SessionNotFound(session_id)
-    return SessionManager.open(path, directory)
+def _open_session(session_id: str | None, store: Any, cwd: str) -> tuple[SessionManager, SessionRepository | None]:
+    """The session (created when `session_id` is None, else opened by id or unique id prefix) and
+    the repository opened for it (None when the caller gave its own `SessionRepository`)."""
+    if isinstance(store, SessionRepository):
+        return _open_in(store, session_id, cwd), None
+    repository = open_repository(os.fspath(store) if isinstance(store, os.PathLike) else store)
+    try:
+        return _open_in(repository, session_id, cwd), repository
+    except BaseException:
+        repository.close()
+        raise
+
+
+def _open_in(repository: SessionRepository, session_id: str | None, cwd: str) -> SessionManager:
+    if session_id is not None:
+        return repository.open(session_id, cwd=cwd)
+    manager = repository.create(cwd)
+    # A new session is written at its first reply; look its id up now, so that a store that
+    # cannot be reached says so here (StoreUnavailable), not in the middle of the first turn.
+    try:
+        repository.resolve(manager.get_session_id())
+    except SessionNotFound:
+        pass
+    return manager
 
 
 class _Host:
@@ -159,7 +160,9 @@ class ConversationMemory:
     `model` (`provider/id` from the catalog or models.json, or a model record) gives the window
     for the threshold and, unless `compaction_model` (or the `compaction.model` setting) names
     another, writes the summaries. `settings` are overrides on top of the settings files of
-    `cwd` (`{"compaction": {"reserveTokens": ...}}`). `summarizer` replaces the summary model
+    `cwd` (`{"compaction": {"reserveTokens": ...}}`). `store`: a `SessionRepository`, or what
+    `open_repository` takes (a directory, `postgresql://...`, `memory:NAME`; None: `$PICONTEXT_STORE`
+    or picontext's session directory). `summarizer` replaces the summary model
     (tests, custom clients). Unknown model, summary model without a key: `ConfigError`; unknown
     session id: `SessionNotFound`; a store that cannot be used: `StoreUnavailable`, all raised
     here, at construction.
@@ -170,7 +173,7 @@ class ConversationMemory:
         session_id: str | None = None,
         *,
         model: str | Model,
-        store: Any = None,
+        store: str | os.PathLike[str] | SessionRepository | None = None,
         cwd: str | None = None,
         compaction_model: str | None = None,
         settings: dict[str, Any] | None = None,
@@ -182,7 +185,7 @@ class ConversationMemory:
         self.settings = load_settings(self.cwd, overrides=settings)
         compaction_ref = compaction_model or self.settings.compaction(self.model).model
         completion = summarizer or self._summary_model(compaction_ref, api_key)
-        self.manager: SessionManager = _open_session(session_id, store, self.cwd)
+        self.manager, self._repository = _open_session(session_id, store, self.cwd)
         self.session_id: str = self.manager.get_session_id()
         self._host = _Host(self.manager, self.model, self.settings, completion)
         self._runtime = CompactionRuntime(self._host)
@@ -211,6 +214,13 @@ class ConversationMemory:
             self.manager.append_model_change(self.model["provider"], self.model["id"])
         if fresh:
             self.manager.append_thinking_level_change("off")
+
+    def close(self) -> None:
+        """Close the store this memory opened (a database connection); a repository passed in
+        stays open. The session itself is always written through: closing loses nothing."""
+        repository, self._repository = self._repository, None
+        if repository is not None:
+            repository.close()
 
     # -- events --------------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from picontext.session.index import EntryIndex, id_of
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version
 from picontext.session.projection import LAST, LeafArg, field_of
 from picontext.session.protocol import Tail
-from picontext.session.store import RawLine
+from picontext.session.records import RawLine
 from picontext.session.writer import SessionWriter
 
 # An appended entry, the leaf before it and the index snapshot before it: what `_undo` needs.

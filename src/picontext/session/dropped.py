@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from picontext.session.projection import collect_edits, field_of
+from picontext.session.projection import collect_edits, field_of, hashable, id_key
 
 __all__ = ["DroppedEntry", "dropped_entries", "entry_text", "find_dropped"]
 
@@ -97,7 +97,7 @@ def dropped_entries(manager: Any) -> list[DroppedEntry]:
     """Entries of the current branch that the model no longer sees as written, oldest first."""
     branch = manager.get_branch()
     projection = manager.build_session_projection()
-    visible = {field_of(item.source_entry, "id") for item in projection.entries if item.messages}
+    visible = {id_key(item.source_entry) for item in projection.entries if item.messages}
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
     out: list[DroppedEntry] = []
@@ -108,8 +108,8 @@ def dropped_entries(manager: Any) -> list[DroppedEntry]:
         role = _role(entry)
         if role == "system":
             continue
-        edit = edits.get(entry_id)
-        if entry_id not in visible:
+        edit = edits.get(entry_id) if hashable(entry_id) else None
+        if id_key(entry) not in visible:
             if edit is not None and edit.get("replacement") is None:
                 why, by = "omitted", edit.get("id")
             elif latest_compaction is not None:

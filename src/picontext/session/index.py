@@ -20,7 +20,7 @@ from typing import Any
 from msgspec import UNSET
 
 from picontext.session.projection import Entry, field_of, hashable, message_role
-from picontext.session.store import RawLine
+from picontext.session.records import RawLine
 
 
 def key_of(value: Any) -> Hashable | None:

@@ -48,7 +48,7 @@ from picontext.session.index import EntryIndex, key_of
 from picontext.session.live import LiveProjection
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection, field_of, message_role
-from picontext.session.protocol import LoadResult, SessionStore
+from picontext.session.protocol import LoadResult, SessionHome, SessionStore
 from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
 from picontext.session.tree import BranchView, TreeNode, build_tree, path_to
@@ -59,6 +59,17 @@ Warn = Callable[[str], None]
 
 def stderr_warn(message: str) -> None:
     print(f"picontext: warning: {message}", file=sys.stderr)
+
+
+class SessionDirectory:
+    """Pi's home for new sessions: `<directory>/<timestamp>_<id>.jsonl`."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def place(self, cwd: str, session_id: str, timestamp: str) -> tuple[SessionStore, str | None]:
+        path = os.path.join(self.directory, paths.session_file_name(timestamp, session_id))
+        return JsonlSessionStore(path), path
 
 
 class SessionManager(ConfirmedWrites):
@@ -81,16 +92,20 @@ class SessionManager(ConfirmedWrites):
         clock: Clock | None = None,
         ids: IdFactory | None = None,
         warn: Warn | None = None,
-        store_factory: Callable[[str], SessionStore] | None = None,
         loaded: LoadResult | None = None,
+        repository: SessionHome | None = None,
+        store: SessionStore | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds(self._clock)
         self._warn = warn or stderr_warn
-        self._store_factory = store_factory or JsonlSessionStore
         self._cwd = paths.resolve_path(cwd)
         self._session_dir = paths.resolve_path(session_dir) if session_dir else ""
         self._persist = persist
+        # Where new sessions of this manager go (`new_session`, `create_branched_session`): the
+        # repository it came from, else Pi's session directory.
+        self._repository = repository
+        self._home: SessionHome = repository if repository is not None else SessionDirectory(self._session_dir)
         self._session_file: str | None = None
         self._index = EntryIndex()
         self._writer = SessionWriter(self._warn)
@@ -102,7 +117,9 @@ class SessionManager(ConfirmedWrites):
         # Unlike Pi's constructor, nothing is created here: a session file's directory appears
         # with the file, at the first write (`open` of a new path has no side effect until then).
         with gc_paused():
-            if session_file:
+            if store is not None:
+                self._open_store(store, session_file, preloaded, loaded)
+            elif session_file:
                 self._set_session_file(session_file, preloaded, loaded)
             elif preloaded:
                 self._load_entries(preloaded, new_session_id, parent_session)
@@ -129,14 +146,21 @@ class SessionManager(ConfirmedWrites):
         directories 0700). `loaded=` (keyword): the store's `load(lazy=True)` result the caller
         already has, used instead of reading again."""
         resolved = paths.resolve_path(path)
-        cwd = cwd_override
-        store = (kw.get("store_factory") or JsonlSessionStore)(resolved)
+        store = JsonlSessionStore(resolved)
+        directory = session_dir or os.path.dirname(resolved)
+        return cls.open_store(store, file=resolved, session_dir=directory, cwd=cwd_override, **kw)
+
+    @classmethod
+    def open_store(cls, store: SessionStore, *, file: str | None = None, session_dir: str = "",
+                   cwd: str | None = None, **kw: Any) -> SessionManager:
+        """Open the session `store` holds (a new, empty session when it does not exist yet: written
+        at the first write). `file`: the store's file, when it is one (`get_session_file()`);
+        `repository=` (keyword): where this manager's new sessions go (`SessionRepository`)."""
         if cwd is None and store.exists():
             header = store.read_header()
             if header is not None and isinstance(header.get("cwd"), str):
                 cwd = header["cwd"]
-        directory = session_dir or os.path.dirname(resolved)
-        return cls(cwd or os.getcwd(), directory, resolved, True, **kw)
+        return cls(cwd or os.getcwd(), session_dir, file, True, store=store, **kw)
 
     @classmethod
     def continue_recent(cls, cwd: str, session_dir: str | None = None, **kw: Any) -> SessionManager:
@@ -164,26 +188,37 @@ class SessionManager(ConfirmedWrites):
         """
         source = paths.resolve_path(source_path)
         target = paths.resolve_path(target_cwd)
-        store_factory = kw.get("store_factory") or JsonlSessionStore
-        loaded = store_factory(source).load()
-        if not loaded.valid:
-            raise ForkError(f"Cannot fork: source session file is empty or invalid: {source}")
-        entries = loaded.entries
-        migrate_to_current(entries)
         directory = session_dir or paths.default_session_dir(target, create=True)
         paths.ensure_dir(directory)
+        return cls.fork_store(JsonlSessionStore(source), target, SessionDirectory(directory), id=id,
+                              session_dir=directory, **kw)
+
+    @classmethod
+    def fork_store(cls, source: SessionStore, target_cwd: str, home: SessionHome, *, id: str | None = None,
+                   session_dir: str = "", **kw: Any) -> SessionManager:
+        """`fork_from` for any store: the copy is a new session `home` places; its header's
+        `parentSession` is the source's location (a file's path, as Pi writes it)."""
+        loaded = source.load()
+        if not loaded.valid:
+            raise ForkError(f"Cannot fork: source session file is empty or invalid: {source.location}")
+        entries = loaded.entries
+        migrate_to_current(entries)
         if id is not None and not paths.is_valid_session_id(id):
             raise InvalidSessionId()
+        target = paths.resolve_path(target_cwd)
         ids = kw.get("ids") or RandomIds(kw.get("clock"))
         clock = kw.get("clock") or SystemClock()
         session_id = id or ids.session_id()
         timestamp = iso_from_ms(clock.now_ms())
-        file = os.path.join(directory, paths.session_file_name(timestamp, session_id))
         header = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": session_id,
-                  "timestamp": timestamp, "cwd": target, "parentSession": source}
-        store = store_factory(file)
+                  "timestamp": timestamp, "cwd": target, "parentSession": source.location}
+        store, file = home.place(target, session_id, timestamp)
         store.create([header, *(e for e in entries if field_of(e, "type") != "session")])
-        return cls(target, directory, file, True, **kw)
+        if isinstance(home, SessionDirectory):
+            kw.pop("repository", None)
+        else:
+            kw["repository"] = home
+        return cls(target, session_dir, file, True, store=store, **kw)
 
     # ------------------------------------------------------------------ loading
 
@@ -198,28 +233,38 @@ class SessionManager(ConfirmedWrites):
         if parent_session is not None:
             header["parentSession"] = parent_session
         self._set_file_entries([header])
-        self._set_path(os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id))
-                       if self._persist else None)
+        self._place_new(session_id, timestamp)
         return self._session_file
+
+    def _place_new(self, session_id: str, timestamp: str) -> None:
+        """Bind a new session to the store its home gives it (not written yet: the lazy-flush
+        rule decides when)."""
+        if not self._persist:
+            self._bind(None, None)
+            return
+        store, file = self._home.place(self._cwd, session_id, timestamp)
+        self._bind(store, file)
+
+    def _bind(self, store: SessionStore | None, file: str | None) -> None:
+        self._session_file = file
+        self._writer.bind(store)
 
     def set_session_file(self, path: str) -> None:
         """Switch to another file, with the same rules as `open`."""
         self._set_session_file(path, None, None)
 
-    def _set_path(self, path: str | None) -> None:
-        """Point at `path` (not written yet: the lazy-flush rule decides when)."""
-        self._session_file = path
-        self._writer.bind(self._store_factory(path) if path and self._persist else None)
-
     def _set_session_file(self, path: str, preloaded: list[Any] | None, read: LoadResult | None = None) -> None:
+        resolved = paths.resolve_path(path)
+        self._open_store(JsonlSessionStore(resolved), resolved, preloaded, read)
+
+    def _open_store(self, store: SessionStore, file: str | None, preloaded: list[Any] | None,
+                    read: LoadResult | None = None) -> None:
         """`read`: what the caller already read from this store (a whole load, its warnings shown),
         so the file is not parsed twice; its tail is the one the writer checks, so an append made
         since that read is still refused or taken in, never forked over."""
-        resolved = paths.resolve_path(path)
-        store = self._store_factory(resolved)
         if read is None and not store.exists():
             self.new_session()
-            self._set_path(resolved)
+            self._bind(store, file)
             return
         loaded = LoadResult()
         if read is not None:
@@ -235,13 +280,13 @@ class SessionManager(ConfirmedWrites):
             loaded.tail = store.tail()
         if not entries:
             if loaded.size > 0:
-                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {resolved}",
-                                         path=resolved)
+                raise SessionFormatError(f"Session file is not a valid {APP_NAME} session: {store.location}",
+                                         path=store.location)
             self.new_session()
-            self._set_path(resolved)
+            self._bind(store, file)
             self._writer.replace_whole(self._index)
             return
-        self._session_file = resolved
+        self._session_file = file
         self._writer.bind(store, tail=loaded.tail, flushed=True)
         self._load_entries(entries, None, None)
 
@@ -281,7 +326,16 @@ class SessionManager(ConfirmedWrites):
         return str(self._index.header.get("id", ""))
 
     def get_session_file(self) -> str | None:
+        """The session's file, or None when it is not stored in a file (not persisted, or kept by
+        a store that is not a file). A new session's file may not exist yet: it is written at the
+        first assistant message, as Pi's."""
         return self._session_file
+
+    @property
+    def repository(self) -> Any:
+        """The `SessionRepository` this session came from (None for `in_memory()` and for files
+        opened by path)."""
+        return self._repository
 
     def get_session_location(self) -> str | None:
         """Where the session is stored, as its store names it (a file's path; for a database,
@@ -289,11 +343,23 @@ class SessionManager(ConfirmedWrites):
         store = self._writer.store
         return store.location if store is not None else None
 
+    def stored(self) -> bool:
+        """Whether the session exists in its store yet (a new one is written at the first
+        assistant message)."""
+        store = self._writer.store
+        return store is not None and store.exists()
+
+    def check_writable(self) -> None:
+        """Refuse now (SessionWriteError, one line) a session its store could not take writes
+        for (a read-only file or directory), before a model is asked, not after its reply. A
+        store without such a check is asked at the first write."""
+        check = getattr(self._writer.store, "check_writable", None)
+        if check is not None:
+            check()
+
     def stored_in_file(self) -> str | None:
-        """The session's file when its store is a file at `get_session_file()` (not yet written
-        for a new session), else None (not persisted, or stored in a database)."""
-        location = self.get_session_location()
-        return self._session_file if location is not None and location == self._session_file else None
+        """`get_session_file()` (kept for callers written when a database session had a path)."""
+        return self._session_file
 
     def uses_default_session_dir(self) -> bool:
         return self._session_dir == paths.default_session_dir(self._cwd)
@@ -642,7 +708,8 @@ class SessionManager(ConfirmedWrites):
 
     def create_branched_session(self, leaf_id: str) -> str | None:
         """Extract the path to `leaf_id` (labels re-created) into a new session; returns its file."""
-        previous_file = self._session_file
+        previous_store = self._writer.store
+        previous = self._session_file or (previous_store.location if previous_store is not None else None)
         path = self.get_branch(leaf_id)
         if not path:
             raise EntryNotFound(leaf_id)
@@ -668,8 +735,8 @@ class SessionManager(ConfirmedWrites):
         timestamp = self._now_iso()
         header: dict[str, Any] = {"type": "session", "version": CURRENT_SESSION_VERSION, "id": session_id,
                                   "timestamp": timestamp, "cwd": self._cwd}
-        if self._persist and previous_file is not None:
-            header["parentSession"] = previous_file
+        if self._persist and previous is not None:
+            header["parentSession"] = previous
         kept_ids = {field_of(e, "id") for e in kept}
         label_entries = []
         parent_id = field_of(kept[-1], "id") or None
@@ -684,14 +751,10 @@ class SessionManager(ConfirmedWrites):
                                       "label": label})
                 parent_id = new_id
         self._set_file_entries([header, *kept, *label_entries])
-        if not self._persist:
-            self._set_path(None)
-            return None
-        new_file = os.path.join(self._session_dir, paths.session_file_name(timestamp, session_id))
-        self._set_path(new_file)
-        if self._index.has_assistant_message():
+        self._place_new(session_id, timestamp)
+        if self._persist and self._index.has_assistant_message():
             self._writer.write_whole(self._index)
-        return new_file
+        return self._session_file
 
     # ------------------------------------------------------------------ listing (delegates)
 
@@ -720,4 +783,4 @@ def _defined(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-__all__ = ["APP_NAME", "SessionManager", "TreeNode", "stderr_warn"]
+__all__ = ["APP_NAME", "SessionDirectory", "SessionManager", "TreeNode", "stderr_warn"]

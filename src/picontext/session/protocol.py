@@ -42,8 +42,10 @@ from picontext._clock import js_date_ms
 from picontext.errors import StaleSessionError
 
 __all__ = [
+    "ColumnsOutdated",
     "ListingFacts",
     "LoadResult",
+    "SessionHome",
     "SessionStore",
     "SkippedLine",
     "StaleSessionError",
@@ -193,3 +195,18 @@ class SessionStore(Protocol):
     def awriter(self) -> contextlib.AbstractAsyncContextManager[Tail | None]:
         """Exclusive writer section for asyncio: waiting yields to the event loop."""
         ...
+
+
+class ColumnsOutdated(Exception):
+    """A store's entry columns no longer describe its session (it changed under them while they
+    were used): read the session again."""
+
+
+@runtime_checkable
+class SessionHome(Protocol):
+    """Where a new session goes: a directory of session files, or a repository
+    (`picontext.session.repository`). `place` gives the store of the new session `session_id`
+    (created `timestamp`, for `cwd`) and its file when that store is one (else None); nothing is
+    written until the session's first write."""
+
+    def place(self, cwd: str, session_id: str, timestamp: str) -> tuple[SessionStore, str | None]: ...

@@ -24,7 +24,7 @@ from picontext.session.index import EntryIndex, id_of
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import field_of
 from picontext.session.protocol import SessionStore, Tail
-from picontext.session.store import RawLine
+from picontext.session.records import RawLine
 
 APP_NAME = "pi"  # the reference's error text names its app; scripts match on it
 

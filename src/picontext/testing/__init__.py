@@ -1,13 +1,12 @@
-"""Public test doubles for code built on picontext.
-
-`ScriptedModelServer` is a real HTTP model server on 127.0.0.1 that replays a script of replies
-and errors in the OpenAI Chat Completions, OpenAI Responses, Anthropic Messages and Gemini
-dialects, and records every request. See docs/testing.md.
+"""Public test doubles for code built on picontext: the scripted model server (its home is
+`picontext.scripted`; these names stay importable from here) and transcript writers
+(`transcripts.py`). See docs/testing.md. The suite's own doubles (PostgreSQL, PgBouncer, a
+fault-injecting proxy, a llama.cpp server) live in the repository's `tests/support/`.
 """
 
 from __future__ import annotations
 
-from picontext.testing.model_server import (
+from picontext.scripted import (
     Block,
     HttpError,
     RecordedRequest,
@@ -16,11 +15,13 @@ from picontext.testing.model_server import (
     Step,
     UnexpectedModelRequest,
     http_error,
+    measured,
     overflow,
     overloaded,
     rate_limit,
     raw_stream,
     reply,
+    request_tokens,
     server_error,
     silent_stream,
     text,
@@ -38,11 +39,13 @@ __all__ = [
     "Step",
     "UnexpectedModelRequest",
     "http_error",
+    "measured",
     "overflow",
     "overloaded",
     "rate_limit",
     "raw_stream",
     "reply",
+    "request_tokens",
     "server_error",
     "silent_stream",
     "text",

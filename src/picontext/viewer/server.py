@@ -1,8 +1,8 @@
 """`picontext serve`: a local web viewer over the sessions of a directory.
 
 `/` lists the sessions (as `picontext sessions` does); `/view/KEY` is the export page of one,
-which polls `/api/view/KEY?stamp=1` every second and, when the session's stamp changed (a file:
-size and mtime; a session database: the log's tail), fetches `/api/view/KEY` (the page data as
+which polls `/api/view/KEY?stamp=1` every second and, when the session's stamp changed (its
+store's tail: a file grows or is replaced, a database log too), fetches `/api/view/KEY` (the page data as
 JSON) and redraws: a running session can be watched. Only sessions of the listing are served
 (KEY is a hash of the location, never a path), requests with a foreign Host header are refused
 (DNS rebinding), and the server binds 127.0.0.1 by default.
@@ -13,12 +13,13 @@ from __future__ import annotations
 import hashlib
 import html
 import os
+import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -26,44 +27,40 @@ import orjson
 from picontext.errors import PicontextError
 from picontext.session.listing import SessionInfo
 from picontext.session.migrations import migrate_to_current
-from picontext.session.store import read_session_file
+from picontext.session.protocol import SessionStore
+from picontext.session.repository import session_file
 from picontext.viewer.model import build_view
 from picontext.viewer.page import pack, render_page
 
-__all__ = ["FileSource", "SessionSource", "ViewerServer", "session_key", "view_of"]
+__all__ = ["ViewerServer", "file_store", "session_key", "stamp_of", "view_info", "view_of"]
 
 Lister = Callable[[], list[SessionInfo]]
 
 
-class SessionSource(Protocol):
-    """Where the listed sessions are read from: session files, or a session database (the CLI
-    passes one for `--store URL`)."""
-
-    def exists(self, location: str) -> bool: ...
-
-    def stamp(self, location: str) -> str:
-        """Changes whenever the session does (cheap: polled every second by each open page)."""
-        ...
-
-    def view(self, location: str) -> tuple[dict[str, Any], list[bytes]]: ...
+def session_key(location: str) -> str:
+    """The URL key of a listed session: a hash of its location, never the location itself."""
+    return hashlib.sha256(location.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def session_key(path: str) -> str:
-    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+def file_store(info: SessionInfo) -> SessionStore:
+    """The store of a listed session file (the default of `ViewerServer(store_of=)`)."""
+    if info.file is None:
+        raise PicontextError(f"not a session file: {info.location}")
+    return session_file(info.file)
 
 
-class FileSource:
-    """Session files: stamped by size and mtime."""
+def stamp_of(store: SessionStore, location: str) -> str:
+    """Changes whenever the session does (its store's tail: cheap, polled every second by each
+    open page)."""
+    tail = store.tail()
+    if tail is None:
+        raise PicontextError(f"no longer stored: {location}")
+    return f"{tail.generation}-{tail.offset}"
 
-    def exists(self, location: str) -> bool:
-        return os.path.exists(location)
 
-    def stamp(self, location: str) -> str:
-        st = os.stat(location)
-        return f"{st.st_size}-{st.st_mtime_ns}"
-
-    def view(self, location: str) -> tuple[dict[str, Any], list[bytes]]:
-        return view_of(read_session_file(location), os.path.basename(location), f"not a session file: {location}")
+def view_info(info: SessionInfo, store: SessionStore) -> tuple[dict[str, Any], list[bytes]]:
+    name = os.path.basename(info.file) if info.file else info.id
+    return view_of(store.load(), name, f"not a session file: {info.location}")
 
 
 def view_of(result: Any, name: str, invalid: str) -> tuple[dict[str, Any], list[bytes]]:
@@ -87,7 +84,7 @@ def _list_page(infos: list[SessionInfo], where: str) -> bytes:
         title = info.name or info.first_message or "(no messages)"
         title = " ".join(title.split())[:100]
         rows.append(
-            f'<tr><td><a class="session" href="/view/{session_key(info.path)}">{html.escape(title)}</a></td>'
+            f'<tr><td><a class="session" href="/view/{session_key(info.location)}">{html.escape(title)}</a></td>'
             f'<td class="num">{info.entry_count}</td><td class="num">{info.size:,}</td>'
             f'<td>{html.escape(info.modified.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"))}</td>'
             f'<td class="dim">{html.escape(info.id)}</td><td class="dim">{html.escape(info.cwd)}</td></tr>')
@@ -105,17 +102,26 @@ class ViewerServer:
     """A threaded HTTP server; `start()` runs it in a thread, `serve_forever()` in the caller."""
 
     def __init__(self, lister: Lister, where: str, host: str = "127.0.0.1", port: int = 0,
-                 source: SessionSource | None = None) -> None:
+                 view: Callable[[SessionInfo, SessionStore], tuple[dict[str, Any], list[bytes]]] = view_info,
+                 store_of: Callable[[SessionInfo], SessionStore] = file_store) -> None:
+        """`lister`: the sessions to serve; `store_of`: the store of a listed one (default: its
+        file)."""
         self.lister = lister
         self.where = where
-        self.source: SessionSource = source or FileSource()
+        self.view = view
+        self.store_of = store_of
         handler = self._handler_class()
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # ::1 is IPv6
+
+        class Server(ThreadingHTTPServer):
+            address_family = family
+
+        self.httpd = Server((host, port), handler)
         self.httpd.daemon_threads = True
         self.host = host
         self.port = int(self.httpd.server_address[1])
         self._thread: threading.Thread | None = None
-        self._paths: dict[str, str] = {}
+        self._listed: dict[str, SessionInfo] = {}
 
     @property
     def url(self) -> str:
@@ -135,14 +141,21 @@ class ViewerServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def _find(self, key: str) -> str | None:
-        # Listing reads every file (entry counts): the page polls every second, so remember paths
-        # and list again only for a key not seen yet.
-        path = self._paths.get(key)
-        if path is None or not self.source.exists(path):
-            self._paths = {session_key(i.path): i.path for i in self.lister()}
-            path = self._paths.get(key)
-        return path
+    def _list(self) -> list[SessionInfo]:
+        infos = self.lister()
+        self._listed = {session_key(i.location): i for i in infos}
+        return infos
+
+    def _find(self, key: str) -> tuple[SessionInfo, SessionStore] | None:
+        # Listing reads every session's facts: the page polls every second, so remember the
+        # listed sessions and list again only for a key not seen yet (or gone).
+        info = self._listed.get(key)
+        store = None if info is None else self.store_of(info)
+        if store is None or not store.exists():
+            self._list()
+            info = self._listed.get(key)
+            store = None if info is None else self.store_of(info)
+        return None if info is None or store is None else (info, store)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -182,8 +195,7 @@ class ViewerServer:
                 parts = [p for p in url.path.split("/") if p]
                 try:
                     if not parts:
-                        infos = server.lister()
-                        server._paths = {session_key(i.path): i.path for i in infos}
+                        infos = server._list()
                         self._send(200, _list_page(infos, server.where), "text/html; charset=utf-8",
                                    {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})
                     elif len(parts) == 2 and parts[0] == "view":
@@ -194,27 +206,31 @@ class ViewerServer:
                         self._error(HTTPStatus.NOT_FOUND, "not found")
                 except (OSError, PicontextError) as exc:
                     self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"cannot read the session: {exc}")
+                except Exception as exc:  # a bug must not drop the page's connection unanswered
+                    self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"cannot show the session: {type(exc).__name__}")
 
             def _page(self, key: str) -> None:
-                path = server._find(key)
-                if path is None:
+                found = server._find(key)
+                if found is None:
                     self._error(HTTPStatus.NOT_FOUND, "no such session in this directory")
                     return
-                stamp = server.source.stamp(path)
-                meta, lines = server.source.view(path)
+                info, store = found
+                stamp = stamp_of(store, info.location)
+                meta, lines = server.view(info, store)
                 page = render_page(meta, lines, live_url=f"/api/view/{key}?v=1", stamp=stamp)
                 self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
 
             def _data(self, key: str, stamp_only: bool) -> None:
-                path = server._find(key)
-                if path is None:
+                found = server._find(key)
+                if found is None:
                     self._error(HTTPStatus.NOT_FOUND, "no such session in this directory")
                     return
-                stamp = server.source.stamp(path)
+                info, store = found
+                stamp = stamp_of(store, info.location)
                 if stamp_only:
                     body = orjson.dumps({"stamp": stamp})
                 else:
-                    meta, lines = server.source.view(path)
+                    meta, lines = server.view(info, store)
                     body = orjson.dumps({"stamp": stamp, "meta": meta, "lines": pack(b"\n".join(lines))})
                 self._send(200, body, "application/json")
 

@@ -217,7 +217,7 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
                     pos, len(out.requests), entry.get("tokensBefore"), without_anchor(pos + 1),
                     last_request_overflowed, fold_from))
             continue
-        if kind not in _CONTENT:
+        if type(kind) is not str or kind not in _CONTENT:
             continue
         if hashable(field_of(entry, "id")) and entry.get("id") in edit_targets:
             anchor = None  # an edit written before its target: let the estimator sort it out

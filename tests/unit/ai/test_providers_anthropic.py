@@ -8,7 +8,7 @@ from picontext.ai._http import decode_sse
 from picontext.ai.models import default_catalog
 from picontext.ai.providers import StreamOptions, parse_events
 from picontext.ai.providers.anthropic_messages import AnthropicParser, build_request, map_stop_reason
-from picontext.testing.model_server import frames_anthropic, reply, text, thinking, tokens, tool_call
+from picontext.scripted.model_server import frames_anthropic, reply, text, thinking, tokens, tool_call
 
 MODEL = default_catalog().get("anthropic/claude-sonnet-4-5")
 CTX = {

@@ -101,7 +101,7 @@ def test_transform_drops_failed_turns_and_fills_missing_results() -> None:
 def test_already_aborted_signal_ends_at_once_without_a_request(api: str) -> None:
     from picontext.ai.event_stream import AbortSignal
     from picontext.ai.stream import stream
-    from picontext.testing import ScriptedModelServer
+    from picontext.scripted import ScriptedModelServer
 
     async def run(model: Any) -> tuple[list[str], Any]:
         signal = AbortSignal()

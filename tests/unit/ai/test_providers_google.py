@@ -6,7 +6,7 @@ from picontext.ai._http import decode_sse
 from picontext.ai.models import default_catalog
 from picontext.ai.providers import StreamOptions, parse_events
 from picontext.ai.providers.google_gemini import GeminiParser, build_request
-from picontext.testing.model_server import frames_gemini, reply, text, thinking, tokens, tool_call
+from picontext.scripted.model_server import frames_gemini, reply, text, thinking, tokens, tool_call
 
 MODEL = default_catalog().get("google/gemini-2.5-flash")
 

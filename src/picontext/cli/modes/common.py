@@ -17,14 +17,16 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from picontext._files import read_config_text
 from picontext.agent.events import AgentEvent
 from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
-from picontext.cli.loading import CappedWarnings, check_regular_file, session_path
+from picontext.cli.loading import CappedWarnings
 from picontext.cli.main import CliError, looks_like_session_id
+from picontext.cli.repo import repository
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
 
@@ -38,8 +40,9 @@ THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh")
 def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """--model, --thinking and where the conversation is kept: --session/--no-session/-c/-r.
 
-    `suppress=True` leaves attributes unset when a flag is absent (for the top-level parser, so a
-    subcommand's own defaults are not overwritten)."""
+    `suppress=True` leaves attributes unset when a flag is absent: the top-level parser then does
+    not overwrite a subcommand's value, nor a subcommand the value given before its name
+    (`picontext --model X rpc`)."""
     default: Any = argparse.SUPPRESS if suppress else None
     flag: Any = argparse.SUPPRESS if suppress else False
     parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
@@ -62,14 +65,13 @@ def flag(args: argparse.Namespace, name: str) -> Any:
 
 
 def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
-    """Ask which recent session to resume (an arrow-key list, newest first); returns its path.
-    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
+    """Ask which recent session to resume (an arrow-key list, newest first); returns its id.
+    `infos`: the sessions to choose from (default: the repository's sessions of `cwd`)."""
     import asyncio
 
     from picontext.cli.modes.pickers import choose, session_options
-    from picontext.session.listing import list_sessions
 
-    infos = (list_sessions(cwd) if infos is None else infos)[:20]
+    infos = (repository().list(cwd) if infos is None else infos)[:20]
     if not infos:
         raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
     if not sys.stdin.isatty() or not sys.stdout.isatty():
@@ -77,7 +79,8 @@ def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
     answer = asyncio.run(choose("Resume which session?", session_options(infos)))
     if answer is None:
         raise CliError("No session picked")
-    return infos[int(answer) - 1].path
+    info = infos[int(answer) - 1]
+    return info.file or info.id
 
 
 def _resume_word_is_prompt(args: argparse.Namespace) -> None:
@@ -90,38 +93,40 @@ def _resume_word_is_prompt(args: argparse.Namespace) -> None:
 
 
 def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
-    from picontext.cli.store_cmds import open_stored_manager, store_url
-
+    """The chat's and print mode's session: --session REF (a new one when REF names none yet but
+    could: a valid id, a file path), -r ID, -r (picked), -c (the latest, else new), new, or
+    --no-session (in memory)."""
     _resume_word_is_prompt(args)
-    url = store_url()
-    if url is not None:  # --store URL: the same choices, in the session database
-        return open_stored_manager(args, cwd, url)
-    warn = CappedWarnings()
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
-    if flag(args, "session"):
-        path = session_path(args.session, cwd, create=True)
-        # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
-        check_regular_file(path, missing_ok=True)
-        return SessionManager.open(path, warn=warn)
+    repo = repository()
+    warn = CappedWarnings()
+    ref = flag(args, "session")
     resume = flag(args, "resume")
-    if isinstance(resume, str):
-        return SessionManager.open(session_path(resume, cwd), warn=warn)
-    if resume:
-        return SessionManager.open(pick_session(cwd), warn=warn)
-    if flag(args, "continue_"):
-        return SessionManager.continue_recent(cwd, warn=warn)
-    return SessionManager.create(cwd, warn=warn)
+    if ref:
+        manager = repo.open(ref, cwd=None, create=True, warn=warn)
+    elif isinstance(resume, str):
+        manager = repo.open(resume, warn=warn)
+    elif resume:
+        manager = repo.open(pick_session(cwd), warn=warn)
+    else:
+        latest = repo.latest(cwd, warn=warn) if flag(args, "continue_") else None
+        manager = latest if latest is not None else repo.create(cwd, warn=warn)
+    manager.check_writable()
+    return manager
 
 
 def settings_model() -> str | None:
     path = picontext_dir() / "settings.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    text = read_config_text(path)
+    if text is None:
         return None
-    except (OSError, ValueError) as exc:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         raise CliError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        return None  # load_settings says what is wrong with it
     provider, model = data.get("defaultProvider"), data.get("defaultModel")
     return f"{provider}/{model}" if isinstance(provider, str) and isinstance(model, str) else None
 

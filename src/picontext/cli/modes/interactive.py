@@ -35,7 +35,6 @@ from rich.text import Text
 from picontext.agent.session import SessionBusyError
 from picontext.ai.types import content_text
 from picontext.cli import render
-from picontext.cli.loading import session_path
 from picontext.cli.main import CliError
 from picontext.cli.modes.common import (
     THINKING_CHOICES,
@@ -49,6 +48,7 @@ from picontext.cli.modes.pickers import TreePicker, choose, session_options, tre
 from picontext.cli.modes.reply_view import ReplyView, short_args
 from picontext.cli.modes.transcript import redraw
 from picontext.cli.modes.typeahead import TypeAhead
+from picontext.cli.repo import repository
 from picontext.errors import PicontextError
 from picontext.session.manager import SessionManager
 
@@ -94,7 +94,7 @@ def register(sub: Any) -> None:
         "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
-    add_session_flags(p)
+    add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=cmd_chat)
 
 
@@ -389,37 +389,33 @@ class ChatUI:
         self._attach(Controller(session, old.catalog))
 
     async def cmd_new(self, _: str) -> None:
-        from picontext.cli.store_cmds import store_url, stored_new
-
-        url = store_url()
-        if not self.c.manager.is_persisted():
+        manager = self.c.manager
+        repo = manager.repository
+        if not manager.is_persisted() or repo is None:
             self._switch(SessionManager.in_memory(self.cwd))
-        elif url is not None:  # a session database: the new session lives there too
-            self._switch(stored_new(url, self.cwd))
-        else:
-            self._switch(SessionManager.create(self.cwd))
+        else:  # the new session lives where the current one does
+            self._switch(repo.create(self.cwd))
         self.view.line("New session", "green")
         self.footer_line()
 
     async def cmd_resume(self, arg: str) -> None:
-        from picontext.cli.store_cmds import store_url, stored_open, stored_sessions
-        from picontext.session.listing import list_sessions
-
-        url = store_url()
+        repo = self.c.manager.repository or repository()
         if arg:
-            path = arg.split()[0] if url is not None else session_path(arg.split()[0], self.cwd)
+            ref = arg.split()[0]
         else:
-            current = self.c.manager.get_session_id() if url is not None else self.c.manager.get_session_file()
-            listed = stored_sessions(url, self.cwd) if url is not None else list_sessions(self.cwd)
-            infos = [i for i in listed if (i.id if url is not None else i.path) != current][:20]
+            current = self.c.manager.get_session_id()
+            infos = [i for i in repo.list(self.cwd) if i.id != current][:20]
             if not infos:
                 self.view.line(f"No other sessions for {self.cwd}", "dim")
                 return
             answer = await choose("Resume which session?", session_options(infos))
             if answer is None:
                 return
-            path = infos[int(answer) - 1].path
-        self._switch(stored_open(url, path) if url is not None else SessionManager.open(path))
+            chosen = infos[int(answer) - 1]
+            ref = chosen.file or chosen.id
+        manager = repo.open(ref)
+        path = manager.get_session_file() or manager.get_session_location()
+        self._switch(manager)
         self.view.line(f"Resumed {path}", "green")
         self.show_history()
 
@@ -523,24 +519,14 @@ class ChatUI:
         from picontext.cli.export_cmds import write_export
 
         def export() -> str:  # reads and renders the whole session: off the event loop
-            from picontext.cli.store_cmds import store_url
-
             manager = self.c.manager
-            path = manager.get_session_file()
-            if store_url() is not None and manager.is_persisted():
-                # A database session: named by its id; the page goes to ID.html here by default.
-                from picontext.cli.store_cmds import resolve
-                from picontext.session.postgres.listing import SessionNotFound
-
-                sid = manager.get_session_id()
-                try:
-                    resolve(store_url(), sid)  # type: ignore[arg-type]
-                except SessionNotFound:
-                    raise CliError("Nothing to export yet: the session is written with the first reply") from None
-                return write_export(sid, manager.get_leaf_id(), arg or f"{sid}.html")
-            if not manager.is_persisted() or not path or not os.path.exists(path):
-                raise CliError("Nothing to export yet: the session file is written with the first reply")
-            return write_export(path, manager.get_leaf_id(), arg or None)
+            if not manager.is_persisted() or not manager.stored():
+                raise CliError("Nothing to export yet: the session is written with the first reply")
+            file = manager.get_session_file()
+            if file is not None:
+                return write_export(file, manager.get_leaf_id(), arg or None)
+            sid = manager.get_session_id()  # named by its id; the page goes to ID.html here by default
+            return write_export(sid, manager.get_leaf_id(), arg or f"{sid}.html")
 
         self.view.line(f"Exported to {await asyncio.to_thread(export)}", "green")
 

@@ -54,6 +54,8 @@ class _Region:
         if v.text:
             parts.append(Markdown(v.text))
         status: list[Any] = []
+        if v.status is not None:
+            status.append(Text(v.status, style="dim magenta"))
         if v.activity is not None:
             message, started = v.activity
             elapsed = int(time.monotonic() - started)
@@ -84,6 +86,7 @@ class ReplyView:
         self.thinking = ""
         self.typed = ""
         self.activity: tuple[str, float] | None = None  # (what, monotonic start) for the spinner
+        self.status: str | None = None  # a background compaction's progress, under the reply
         self.working = False
         self.hints = False  # the chat shows the keys that act (Esc, Ctrl+O...); the demo takes no keys
         self.failures = 0  # compaction failures reported so far
@@ -176,12 +179,16 @@ class ReplyView:
                    "overflow": " (the context overflowed)"}.get(event.get("reason", ""), "")
             self.spinner(f"Compacting context{why}")
         elif kind == "compaction_end":
+            self.status = None
             self._compaction_ended(event)
         elif kind == "compaction_skipped":
             self.line(str(event.get("message") or "Compaction skipped"), "yellow")
+        elif kind == "compaction_progress":
+            self._progress(event)
         elif kind == "compaction_background_start":
             self.line("compacting in background…", "dim magenta")
         elif kind == "compaction_background_discarded":
+            self.status = None
             self.line(f"background summary discarded ({event.get('reason')}); compacting the usual way when due",
                       "yellow")
         elif kind == "auto_retry_start":
@@ -193,6 +200,20 @@ class ReplyView:
 
     def _expand_hint(self) -> str:
         return " (Ctrl+O to expand)" if self.hints else ""
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        """A summary over the summarizer's window: the spinner (or, for one written in the
+        background, the status line) says how far it is; the elapsed time keeps counting."""
+        done, total = event.get("done"), event.get("total")
+        part = "turn prefix" if event.get("part") == "turnPrefix" else "history"
+        step = (f"{part}: {done} of {total} chunks summarized" if event.get("stage") == "chunks"
+                else f"{part}: merging the notes ({done} of {total})")
+        if event.get("background"):
+            self.status = f"compacting in background, {step} ({int(event.get('elapsedMs') or 0) // 1000}s)"
+            self.refresh()
+        elif self.activity is not None:
+            self.activity = (f"Compacting context, {step}", self.activity[1])
+            self.refresh()
 
     def _reply_ended(self, message: dict[str, Any]) -> None:
         if message.get("stopReason") == "error":

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from picontext.session.postgres.database import Database, StoreUnavailableError, database, is_store_url
-from picontext.session.postgres.store import PgSessionStore, store_factory
+from picontext.session.postgres.store import PgSessionStore
 
-__all__ = ["Database", "PgSessionStore", "StoreUnavailableError", "database", "is_store_url", "store_factory"]
+__all__ = ["Database", "PgSessionStore", "StoreUnavailableError", "database", "is_store_url"]

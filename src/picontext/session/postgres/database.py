@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from picontext.errors import ConfigError, SessionError, SessionLockedError, SessionWriteError, WriteOutcomeUnknown
+from picontext.errors import (
+    ConfigError,
+    SessionError,
+    SessionLockedError,
+    SessionWriteError,
+    StoreUnavailable,
+    WriteOutcomeUnknown,
+)
 
 try:
     import psycopg
@@ -34,8 +41,8 @@ def default_timeout() -> float:
     return float(os.environ.get("PICONTEXT_STORE_TIMEOUT") or 10)
 
 
-class StoreUnavailableError(SessionError):
-    """The session database cannot be reached (or dropped the connection): nothing was read."""
+# The session database cannot be reached (or dropped the connection): nothing was read.
+StoreUnavailableError = StoreUnavailable
 
 
 def is_store_url(text: str | None) -> bool:

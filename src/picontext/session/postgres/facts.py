@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from picontext.session.protocol import account_listing_fact
-from picontext.session.store import RawLine
+from picontext.session.records import RawLine
 
 
 @dataclass(slots=True)

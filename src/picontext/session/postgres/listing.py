@@ -3,7 +3,7 @@ facts are kept current by every append), never the lines themselves."""
 
 from __future__ import annotations
 
-from picontext.errors import SessionError
+from picontext.errors import AmbiguousSession, SessionNotFound
 from picontext.session import paths
 from picontext.session.listing import SessionInfo
 from picontext.session.postgres.database import Database
@@ -25,10 +25,6 @@ ORDER BY modified DESC
 """
 
 
-class SessionNotFound(SessionError):
-    pass
-
-
 def list_sessions(db: Database, cwd: str | None = None) -> list[SessionInfo]:
     """Sessions (of one working directory, or all), newest activity first."""
     where, params = ("WHERE cwd = %s", (paths.resolve_path(cwd),)) if cwd is not None else ("", ())
@@ -36,7 +32,7 @@ def list_sessions(db: Database, cwd: str | None = None) -> list[SessionInfo]:
         rows = conn.execute(_QUERY.format(where=where), params).fetchall()
     prefix = f"{db.display}#"
     return [
-        SessionInfo(path=prefix + sid, id=sid, cwd=cwd_, name=fact_text(name), parent_session_path=parent,
+        SessionInfo(location=prefix + sid, id=sid, cwd=cwd_, name=fact_text(name), parent_session_path=parent,
                     created=created, modified=modified, message_count=messages, entry_count=entries, size=size,
                     first_message=fact_text(first) or "(no messages)")
         for (sid, cwd_, name, parent, created, modified, messages, entries, size, first) in rows
@@ -54,10 +50,9 @@ def resolve_session(db: Database, prefix: str) -> str:
     if ids and ids[0] == prefix:
         return prefix
     if not ids:
-        raise SessionNotFound(f"no session {prefix!r} in {db.display}")
+        raise SessionNotFound(prefix, db.display)
     if len(ids) > 1:
-        raise SessionNotFound(f"session prefix {prefix!r} is ambiguous in {db.display}: "
-                              + ", ".join(ids[:2]) + (", ..." if len(ids) > 2 else ""))
+        raise AmbiguousSession(prefix, ids[:2] + (["..."] if len(ids) > 2 else []), db.display)
     return str(ids[0])
 
 

@@ -13,9 +13,7 @@ The writer section (`writer()`/`awriter()`) is a transaction holding the same lo
 connection; the holder's appends (same thread or asyncio task) go through that connection,
 everybody else's appends wait for it (up to the lock timeout).
 
-`store_factory(url)` gives what `SessionManager(..., store_factory=)` expects: the manager names
-sessions by file path; the factory keeps only the session id from it (`<ts>_<id>.jsonl`, a bare
-id, or a `location` ending in `#<id>`).
+Sessions are named by id; `PostgresRepository` (repository.py) opens them as `SessionManager`s.
 """
 
 from __future__ import annotations
@@ -23,9 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import msgspec
@@ -41,7 +38,6 @@ from picontext.errors import (
     StaleSessionError,
     WriteOutcomeUnknown,
 )
-from picontext.session import paths
 from picontext.session.postgres.database import (
     Database,
     StoreUnavailableError,
@@ -51,17 +47,17 @@ from picontext.session.postgres.database import (
 )
 from picontext.session.postgres.facts import FactsDelta
 from picontext.session.protocol import ListingFacts, LoadResult, Tail
-from picontext.session.store import (
+from picontext.session.records import (
     LAZY_TYPES,
+    MessageHead,
     RawLine,
-    _head,
-    _is_current,
-    _is_js_falsy,
-    _MessageHead,
-    _parse_full,
-    _parse_line,
-    _parse_rest_lazily,
+    decode_head,
+    is_current,
     is_header,
+    is_js_falsy,
+    parse_full,
+    parse_line,
+    parse_rest_lazily,
     parse_session_bytes,
 )
 
@@ -88,27 +84,6 @@ def _connection_failed(exc: BaseException) -> bool:
     statement the server refused (read-only database, disk full, timeout: retrying repeats it)."""
     cause = exc.__cause__
     return cause is None or connection_lost(cause)
-
-
-def session_id_of(name: str) -> str:
-    """The session id a manager's path or a store location stands for."""
-    base = os.path.basename(name.rstrip("/"))
-    if "#" in name:
-        return name.rsplit("#", 1)[1]
-    match = paths.SESSION_FILE_RE.match(base)
-    if match:
-        return match.group(1)
-    return base[: -len(".jsonl")] if base.endswith(".jsonl") else base
-
-
-def store_factory(url: str | Database) -> Callable[[str], PgSessionStore]:
-    """`store_factory=` for SessionManager: every session it opens or creates lives in `url`."""
-    db = url if isinstance(url, Database) else database(url)
-
-    def factory(path: str) -> PgSessionStore:
-        return PgSessionStore(db, session_id_of(path))
-
-    return factory
 
 
 def clean_text(value: Any) -> str | None:
@@ -144,7 +119,7 @@ def head_of(line: bytes) -> bytes | None:
     """What a lazy load needs of a line without the line itself (type, id, parentId, message
     role, as the JSONL store's lazy load decodes them), as JSON; None for a line that is always
     read whole (not a bulky entry type, or not decodable)."""
-    head = _head(line)
+    head = decode_head(line)
     if head is None or type(head.type) is not str or head.type not in LAZY_TYPES:
         return None
     fields: dict[str, Any] = {"type": head.type}
@@ -155,7 +130,7 @@ def head_of(line: bytes) -> bytes | None:
     message = head.message
     if message is None:
         fields["message"] = None
-    elif type(message) is _MessageHead:
+    elif type(message) is MessageHead:
         fields["message"] = {} if message.role is msgspec.UNSET else {"role": message.role}
     return _encode_json(fields)
 
@@ -190,7 +165,7 @@ class Batch:
         self.parents.append(parent)
         self.types.append(kind)
         self.heads.append(head_of(line) if parsed else None)
-        if not parsed or _is_js_falsy(value):
+        if not parsed or is_js_falsy(value):
             return
         if self.header is None and is_header(value):
             self.header = value
@@ -390,12 +365,12 @@ class PgSessionStore:
             try:
                 value = orjson.loads(line)
             except orjson.JSONDecodeError:
-                _parse_line(line, seq + 1, result, last=seq == last)
+                parse_line(line, seq + 1, result, last=seq == last)
                 continue
-            if _is_js_falsy(value):
+            if is_js_falsy(value):
                 continue
             if not header_checked:
-                if not (is_header(value) and _is_current(value)):
+                if not (is_header(value) and is_current(value)):
                     return None  # not a current header: parsed (and migrated) from the whole lines
                 header_checked = True
             append(value)
@@ -414,7 +389,7 @@ class PgSessionStore:
         if generation != tail.generation or next_seq < tail.offset:
             return None
         result = LoadResult()
-        (_parse_rest_lazily if lazy else _parse_full)(lines, 0, result)
+        (parse_rest_lazily if lazy else parse_full)(lines, 0, result)
         for skipped in result.skipped:  # numbered as lines of the whole log
             skipped.line += tail.offset
         result.size = sum(map(len, lines)) + len(lines)
@@ -431,7 +406,7 @@ class PgSessionStore:
                 value = _json.loads(bytes(raw))
             except _json.JsonLineError:
                 continue
-            if _is_js_falsy(value):
+            if is_js_falsy(value):
                 continue
             return value if is_header(value) else None
         return None

@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from picontext.testing.postgres import DB_NAME, DB_USER, PostgresCluster, _free_port
+from support.postgres import DB_NAME, DB_USER, PostgresCluster, free_port
 
 
 class PgBouncerUnavailable(RuntimeError):
@@ -65,7 +65,7 @@ class PgBouncer:
 
     def start(self) -> PgBouncer:
         self.root = tempfile.mkdtemp(prefix="picontext-pgbouncer-")
-        self.port = _free_port()
+        self.port = free_port()
         user = None
         if os.geteuid() == 0:
             user = os.environ.get("PICONTEXT_PG_USER", "nobody")

@@ -55,7 +55,7 @@ def _version_key(path: str) -> float:
         return 0.0
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -112,7 +112,7 @@ class PostgresCluster:
     def start_server(self) -> None:
         """(Re)start the server, on a fresh free port the first time and on the same port after."""
         if not self.port:
-            self.port = _free_port()
+            self.port = free_port()
         self._run([os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-l", os.path.join(self.root, "log"),
                    "-o", f"-p {self.port}", "-w", "-t", "60", "start"])
         self.running = True
@@ -127,8 +127,8 @@ class PostgresCluster:
     def standby(self) -> Iterator[str]:
         """A hot standby of this server (a replica: `pg_basebackup -R`, streaming replication,
         read-only), started on a free port; yields its URL, stopped and deleted at the end."""
-        directory = os.path.join(self.root, f"standby-{_free_port()}")
-        port = _free_port()
+        directory = os.path.join(self.root, f"standby-{free_port()}")
+        port = free_port()
         bindir = self.bindir
         self._run([os.path.join(bindir, "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.port), "-U", DB_USER,
                    "-D", directory, "-R", "-X", "stream", "-c", "fast"])  # fast: no wait for a spread checkpoint

@@ -126,7 +126,9 @@ class LlamaServer:
         self.stop()
 
     def model(self, *, id: str = "smollm2", provider: str = "llama", max_tokens: int = 256) -> Model:
-        """A `Model` for this server (window = `n_ctx`); no key is needed for a local URL."""
+        """A `Model` for this server (window = `n_ctx`); no key is needed for a local URL. Its
+        compat says `serialRequests`: the server cuts off a streaming reply when another request
+        arrives (docs/providers.md)."""
         return {
             "id": id,
             "name": "SmolLM2 135M (llama.cpp)",
@@ -138,10 +140,11 @@ class LlamaServer:
             "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0},
             "contextWindow": self.n_ctx,
             "maxTokens": max_tokens,
-            "compat": dict(SAMPLING),
+            "compat": {**SAMPLING, "serialRequests": True},
         }
 
     def models_json(self, *, provider: str = "llama", id: str = "smollm2", max_tokens: int = 256) -> dict[str, Any]:
         """`{"providers": {...}}` declaring this server, as a user writes it in models.json."""
         return {"providers": {provider: {"baseUrl": self.url + "/v1", "api": "openai-completions", "models": [
-            {"id": id, "contextWindow": self.n_ctx, "maxTokens": max_tokens, "compat": dict(SAMPLING)}]}}}
+            {"id": id, "contextWindow": self.n_ctx, "maxTokens": max_tokens,
+             "compat": {**SAMPLING, "serialRequests": True}}]}}}

@@ -1,0 +1,231 @@
+"""What a session's records are, and how a line of JSONL becomes one: shared by every store.
+
+A session is a sequence of JSON lines read the way Pi reads them: split on "\\n" only, blank,
+unparsable and JavaScript-falsy lines skipped, the first value the header. `RawLine` is an entry
+kept unparsed (the few fields the tree needs, and its bytes), which a lazy load returns for the
+bulky entry types. The JSONL, PostgreSQL and memory stores all parse through this module, so what
+a session holds does not depend on where it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import msgspec
+import orjson
+
+from picontext import _json
+from picontext.session.protocol import LoadResult, SkippedLine
+
+__all__ = [
+    "HEADER_SCAN_LIMIT",
+    "LAZY_TYPES",
+    "MessageHead",
+    "RawLine",
+    "decode_head",
+    "first_value",
+    "is_current",
+    "is_header",
+    "is_js_falsy",
+    "parse_appended",
+    "parse_full",
+    "parse_line",
+    "parse_rest_lazily",
+    "parse_session_bytes",
+    "parsed_values",
+]
+
+# How far a reader looks for the header before it decides that a file is not a session (Pi's
+# bounded header discovery): a header is a small line.
+HEADER_SCAN_LIMIT = 1024 * 1024
+
+
+def is_js_falsy(value: Any) -> bool:
+    """Falsy for JavaScript: null, false, 0, "" (but {} and [] are truthy); such lines are skipped."""
+    if value is None or value is False or value == "":
+        return True
+    return type(value) in (int, float) and value == 0
+
+
+def parse_line(raw: bytes, number: int, result: LoadResult, *, last: bool) -> None:
+    if not raw.strip(b" \t\r\n\x0b\x0c"):
+        return
+    try:
+        value = _json.loads(raw)
+    except _json.JsonLineError as exc:
+        reason = str(exc).splitlines()[0][:120]
+        result.skipped.append(SkippedLine(number, reason, torn=last))
+        return
+    if not is_js_falsy(value):
+        result.entries.append(value)
+
+
+def is_header(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
+
+
+class MessageHead(msgspec.Struct, gc=False):
+    role: Any = msgspec.UNSET
+
+
+class RawLine(msgspec.Struct, gc=False):
+    """An entry not parsed yet: the few fields the tree index needs, and its line.
+
+    Decoded straight from the line by msgspec, which skips every other field without building
+    Python objects for it. The line is filled in afterwards (the JSON names of the fields after
+    `message` cannot occur in a file). Written back to a file as the original bytes, so an entry
+    never parsed is copied byte for byte.
+
+    A store that has the head without the line (the PostgreSQL store keeps heads in a column)
+    leaves `raw` empty and sets `source`, an object whose `line_of(seq)` returns the line of
+    record `seq` on first use (`LineSource`).
+    """
+
+    type: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    parentId: Any = msgspec.UNSET
+    message: MessageHead | msgspec.UnsetType | None = msgspec.UNSET
+    raw: bytes = msgspec.field(default=b"", name="@@picontext raw line@@")
+    seq: int = msgspec.field(default=-1, name="@@picontext seq@@")
+    source: Any = msgspec.field(default=None, name="@@picontext line source@@")
+
+    @property
+    def line(self) -> bytes:
+        if not self.raw and self.source is not None:
+            self.raw = self.source.line_of(self.seq)
+            self.source = None
+        return self.raw
+
+    @line.setter
+    def line(self, value: bytes) -> None:
+        self.raw = value
+        self.source = None
+
+    def has_id(self) -> bool:
+        return self.id is not msgspec.UNSET
+
+    @property
+    def parent_id(self) -> Any:
+        return None if self.parentId is msgspec.UNSET else self.parentId
+
+    @property
+    def role(self) -> Any:
+        message = self.message
+        return message.role if type(message) is MessageHead and message.role is not msgspec.UNSET else None
+
+    def parse(self) -> Any:
+        return _json.loads(self.line)
+
+
+_decode_raw_line = msgspec.json.Decoder(RawLine).decode
+
+# Entry types whose bodies can be large; their lines are kept as bytes until first needed.
+LAZY_TYPES = frozenset({"message", "custom_message", "custom", "usage", "branch_summary"})
+
+
+def decode_head(raw: bytes) -> RawLine | None:
+    try:
+        return _decode_raw_line(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> LoadResult:
+    """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines.
+
+    `data` is the file's bytes, or already split on "\\n". With `lazy`, lines of the bulky entry
+    types of a current-version file are kept as `RawLine`s.
+    """
+    result = LoadResult()
+    lines = data.split(b"\n") if isinstance(data, bytes) else data
+    start = 0
+    if lazy:
+        start = parse_full(lines, 0, result, first_only=True)  # the header decides
+        if result.entries and is_header(result.entries[0]) and is_current(result.entries[0]):
+            parse_rest_lazily(lines, start, result)
+            start = len(lines)
+    parse_full(lines, start, result)
+    result.missing_newline = lines[-1] != b""
+    result.valid = bool(result.entries) and is_header(result.entries[0])
+    return result
+
+
+def parse_full(lines: list[bytes], start: int, result: LoadResult, *, first_only: bool = False) -> int:
+    """Parse lines[start:] completely; with `first_only`, stop after the first kept value."""
+    loads = orjson.loads
+    entries = result.entries
+    last = len(lines) - 1
+    for n in range(start, len(lines)):
+        raw = lines[n]
+        try:
+            value = loads(raw)  # fast path: a well-formed line
+        except orjson.JSONDecodeError:
+            parse_line(raw, n + 1, result, last=n == last)
+            continue
+        if not is_js_falsy(value):
+            entries.append(value)
+            if first_only:
+                return n + 1
+    return len(lines)
+
+
+def is_current(header: dict[str, Any]) -> bool:
+    version = header.get("version")
+    return isinstance(version, int | float) and not isinstance(version, bool) and version >= 3
+
+
+def parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> None:
+    entries = result.entries
+    append = entries.append
+    lazy_types = LAZY_TYPES
+    last = len(lines) - 1
+    heads = [decode_head(raw) for raw in lines[start:]]
+    for offset, head in enumerate(heads):
+        n = start + offset
+        raw = lines[n]
+        if head is not None and type(head.type) is str and head.type in lazy_types:
+            head.raw = raw
+            append(head)
+            continue
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            parse_line(raw, n + 1, result, last=n == last)
+            continue
+        if not is_js_falsy(value):
+            append(value)
+
+
+def parsed_values(lines: Iterable[bytes]) -> Iterator[Any]:
+    """The JSON values of `lines`, skipping blank and unparsable ones (how Pi reads a session)."""
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            value = _json.loads(raw)
+        except _json.JsonLineError:
+            continue
+        yield value
+
+
+def first_value(lines: Iterable[bytes]) -> Any:
+    """The first value of `lines` that Pi does not skip (None when there is none)."""
+    for value in parsed_values(lines):
+        if not is_js_falsy(value):
+            return value
+    return None
+
+
+def parse_appended(data: bytes, *, lazy: bool = False) -> LoadResult:
+    """The records of `data`, whole lines appended to a current-version session (each ending
+    with "\\n"): lazily, the bulky ones stay `RawLine`s."""
+    result = LoadResult()
+    lines = data.split(b"\n")
+    lines.pop()  # the empty piece after the last "\n"
+    if lazy:
+        parse_rest_lazily(lines, 0, result)
+    else:
+        parse_full(lines, 0, result)
+    result.size = len(data)
+    return result
