@@ -304,7 +304,8 @@ async def test_a_failing_summary_model_never_blocks_the_conversation(srv: Answer
     assert len(stored_messages(history.memory.manager, "user")) == 14
 
 
-def test_bad_input_is_one_line_at_construction(server: ScriptedModelServer, tmp_path: Path) -> None:
+def test_bad_input_is_one_line_at_construction(server: ScriptedModelServer, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SessionNotFound) as missing:
         make_history(server, tmp_path, "0199aa00-0000-7000-8000-000000000000")
     assert "\n" not in str(missing.value) and "0199aa00" in str(missing.value)
@@ -316,6 +317,10 @@ def test_bad_input_is_one_line_at_construction(server: ScriptedModelServer, tmp_
     with pytest.raises(ConfigError) as unknown:
         PicontextHistory(model="nowhere/no-such-model", cwd=str(tmp_path))
     assert "\n" not in str(unknown.value)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="No API key") as keyless:
+        PicontextHistory(model="openai/gpt-4.1-mini", cwd=str(tmp_path))
+    assert "\n" not in str(keyless.value)
 
 
 def test_picontext_history_is_the_agents_capability(server: ScriptedModelServer, tmp_path: Path) -> None:
