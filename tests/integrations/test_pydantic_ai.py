@@ -343,3 +343,13 @@ def test_the_example_runs_offline_and_compacts(_isolated_home: Path) -> None:
     session_id = lines[-1].split()[1].rstrip(":")
     shown = picontext_cli("show", session_id, "--no-pager", home=_isolated_home)
     assert shown.returncode == 0 and "chapter 8" in shown.stdout.lower(), shown.stderr
+
+
+def test_any_store_by_url(server: ScriptedModelServer, tmp_path: Path) -> None:
+    history = make_history(server, tmp_path, store="memory:i21-pydantic")
+    server.expect(reply(text("kept in memory")))
+    make_agent(server, history).run_sync("Hi")
+    again = make_history(server, tmp_path, history.session_id, store="memory:i21-pydantic")
+    assert [type(m).__name__ for m in again.messages()] == ["ModelRequest", "ModelResponse"]
+    assert again.messages()[1].parts[0].content == "kept in memory"
+    assert history.memory.manager.get_session_file() is None  # no file: the memory store holds it
