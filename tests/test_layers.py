@@ -1,6 +1,6 @@
 """Each layer imports only from itself and the layers before it (DEVELOPERS.md):
-ai -> session -> compaction -> agent -> cli. `testing` (public test doubles) may use the layers
-before cli, and cli may use it for `picontext demo`."""
+ai -> session -> compaction -> agent -> cli. `scripted` (the scripted model server) uses only ai;
+cli uses it for `picontext demo`, and `testing` (public test doubles) re-exports it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "picontext"
 ORDER = ["ai", "session", "compaction", "agent", "cli"]
 ALLOWED = {layer: set(ORDER[: i + 1]) for i, layer in enumerate(ORDER)}
-ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "testing"}
-ALLOWED["cli"] = ALLOWED["cli"] | {"testing", "viewer"}  # `picontext demo` runs against the scripted model server
+ALLOWED["scripted"] = {"ai", "scripted"}  # the scripted model server (`picontext demo`, tests of code built on us)
+ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "scripted", "testing"}
+ALLOWED["cli"] = ALLOWED["cli"] | {"scripted", "viewer"}  # `picontext demo` runs against the scripted model server
 ALLOWED["viewer"] = {"ai", "session", "compaction", "viewer"}  # the HTML export/server: shows, never computes anew
 ALLOWED["integrations"] = {"ai", "session", "compaction", "agent", "integrations"}  # framework adapters, above agent
 BASE = {"", "_json", "_clock", "_gc", "_files", "errors"}  # shared foundations under picontext/
@@ -36,7 +37,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("layer", [*ORDER, "testing", "viewer", "integrations"])
+@pytest.mark.parametrize("layer", [*ORDER, "scripted", "testing", "viewer", "integrations"])
 def test_layer_imports_only_earlier_layers(layer: str) -> None:
     bad = []
     for path in sorted((SRC / layer).rglob("*.py")):

@@ -129,3 +129,27 @@ def test_a_microsecond_timestamp_does_not_break_sessions(tmp_path: Path) -> None
         out = result.out.decode()
         assert "fine" in out and "micro" in out
     assert good.exists()
+
+
+# Every command that takes a session or a session file (issue 20 item 4): the store refuses what
+# is not a regular file before opening it, so no command hangs on a FIFO or reads a directory.
+EVERY_COMMAND = (*READ_ONLY, ["export"], ["compact", "--strategy", "mask"], ["store", "import"],
+                 ["eval", "replay", "--strategy", "none"], ["run", "-p", "hi", "--session"],
+                 ["-p", "hi", "--session"])
+
+
+@pytest.mark.parametrize("argv", EVERY_COMMAND, ids=" ".join)
+def test_every_command_refuses_a_fifo_in_one_line(tmp_path: Path, argv: list[str]) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    result = _subprocess(*argv, str(fifo), cwd=tmp_path)
+    _one_line_error(result.returncode, result.stderr, "FIFO", str(fifo))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("argv", EVERY_COMMAND, ids=" ".join)
+def test_every_command_refuses_a_directory_in_one_line(tmp_path: Path, argv: list[str]) -> None:
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    result = run_cli(*argv, str(folder))
+    _one_line_error(result.code, result.err, "directory", str(folder))

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agents import Runner, SQLiteSession
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, SQLiteSession
 from agents.memory import OpenAIResponsesCompactionAwareSession, Session, is_openai_responses_compaction_aware_session
-from agents_script import SUMMARY_MARK, Conversation, make_agent, session_for, tool_output
+from agents_script import SUMMARY_MARK, Conversation, lookup, make_agent, session_for, tool_output
+from openai import AsyncOpenAI
 
 from picontext.errors import ConfigError, SessionNotFound, StoreUnavailable
 from picontext.integrations.openai_agents import PicontextSession
-from picontext.scripted import ScriptedModelServer, measured, reply, request_tokens, text
+from picontext.scripted import ScriptedModelServer, measured, reply, request_tokens, text, thinking, tool_call
 from picontext.session.manager import SessionManager
 
 WINDOW = 4_000
@@ -162,11 +166,74 @@ async def test_sdk_sqlite_session_sees_the_same_run(server: ScriptedModelServer,
     """The same script through the SDK's own SQLiteSession and through ours: the model gets the
     same requests (the adapter changes nothing while no compaction is due)."""
     bodies = []
-    for session in (SQLiteSession("s"), session_for(server, str(tmp_path / "store"), str(tmp_path))):
+    ours = session_for(server, str(tmp_path / "store"), str(tmp_path))
+    for session, config in ((SQLiteSession("s"), None),
+                            (ours, RunConfig(call_model_input_filter=ours.model_input_filter))):
         server.reset()
         agent = make_agent(server)
         for i in range(3):
-            server.expect(reply(text(f"answer {i}"), usage=measured()))
-            await Runner.run(agent, f"question {i}", session=session)
+            server.expect(reply(tool_call("lookup", {"q": str(i)}, call_id=f"c{i}"), usage=measured()),
+                          reply(text(f"answer {i}"), usage=measured()))
+            await Runner.run(agent, f"question {i}", session=session, run_config=config)
         bodies.append([r.body for r in server.requests])
-    assert bodies[0] == bodies[1]
+    assert len(bodies[1]) == 6 and bodies[0] == bodies[1]  # the input filter changes nothing here
+
+
+async def test_responses_api_run_replays_reasoning_and_calls_run_compaction(server: ScriptedModelServer,
+                                                                           tmp_path: Path) -> None:
+    """A streamed Responses-API run: the SDK calls run_compaction after the turn, and the next run
+    sends the stored reasoning item (encrypted content included) and call ids back unchanged."""
+    session = session_for(server, str(tmp_path / "store"), str(tmp_path))
+    asked: list[Any] = []
+    run_compaction = session.run_compaction
+
+    async def spy(args: Any = None, *, wrapper: Any = None) -> None:
+        asked.append(args)
+        await run_compaction(args, wrapper=wrapper)
+
+    session.run_compaction = spy  # type: ignore[method-assign]
+    client = AsyncOpenAI(base_url=server.url + "/v1", api_key="scripted", max_retries=0)
+    agent = Agent(name="a", instructions="Be brief.", tools=[lookup],
+                  model=OpenAIResponsesModel("scripted-model", client))
+    server.expect(reply(thinking("hmm", signature="enc-1"), tool_call("lookup", {"q": "a"}, call_id="call_1"),
+                        usage=measured()),
+                  reply(text("done"), usage=measured()), reply(text("again"), usage=measured()))
+    for prompt in ("first", "second"):
+        run = Runner.run_streamed(agent, prompt, session=session)
+        async for _ in run.stream_events():
+            pass
+    assert asked and asked[0]["response_id"] == "resp_scripted"
+    first_run_items = server.requests[1].body["input"]
+    replayed = server.requests[2].body["input"]
+    reasoning = next(i for i in first_run_items if i.get("type") == "reasoning")
+    assert reasoning["encrypted_content"] == "enc-1" and reasoning in replayed
+    call = next(i for i in replayed if i.get("type") == "function_call")
+    assert call["call_id"] == "call_1" and call["id"] == next(
+        i for i in first_run_items if i.get("type") == "function_call")["id"]
+    assert [i.get("role") for i in replayed if i.get("role")] == ["user", "assistant", "user"]
+
+
+async def test_picontext_chat_continues_the_session(server: ScriptedModelServer, tmp_path: Path) -> None:
+    """`picontext -r ID -p ...` continues what the SDK wrote: same model (recorded in the
+    session), the SDK's tool call and result in its request, its reply appended to the file."""
+    store = str(tmp_path / "store")
+    session = session_for(server, store, str(tmp_path))
+    talk = Conversation(server, session, make_agent(server))
+    await talk.turn(0)
+    talk.drain()
+    home = Path(os.environ["PICONTEXT_DIR"])
+    (home / "models.json").write_text(json.dumps({"providers": {"openai-compatible": {
+        "baseUrl": server.url + "/v1", "api": "openai-completions", "apiKey": "scripted",
+        "models": [{"id": "scripted-model", "contextWindow": 4_000, "maxTokens": 1_000}]}}}))
+    server.expect(reply(text("continued in picontext"), usage=measured()))
+    proc = await asyncio.to_thread(subprocess.run, [
+        sys.executable, "-m", "picontext", "--store", store, "-r", session.session_id, "-p", "one more thing"],
+        capture_output=True, text=True, encoding="utf-8", timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "continued in picontext" in proc.stdout
+    (request,) = server.requests
+    sent = json.dumps(request.body)
+    assert "call_0" in sent and tool_output("topic 0") in sent and "one more thing" in sent
+    again = session_for(server, store, str(tmp_path), session_id=session.session_id)
+    items = await again.get_items()
+    assert items[-1] == {"role": "assistant", "content": "continued in picontext"}

@@ -57,7 +57,7 @@ def test_read_commands_take_a_session_id_with_a_store(pg_url: str) -> None:
         else:
             assert from_db.stdout == from_file.stdout, command
     missing = picontext("context", "nope", "--store", pg_url)
-    assert missing.returncode == 2 and missing.stderr.decode().startswith("picontext: no session 'nope' in ")
+    assert missing.returncode == 2 and missing.stderr.decode().startswith("picontext: no session with id 'nope' in ")
 
 
 def test_sessions_lists_the_database(pg_url: str, tmp_path: Path) -> None:
@@ -75,10 +75,11 @@ def test_sessions_with_a_store_refuses_a_directory(pg_url: str, tmp_path: Path) 
     refused = picontext("sessions", "--dir", str(tmp_path), "--store", pg_url)
     assert refused.returncode == 2 and refused.stdout == b""
     assert refused.stderr.decode() == ("picontext: --dir names a directory of session files; "
-                                       "with --store the database is listed\n")
+                                       "with --store the store's sessions are listed\n")
 
 
-def test_a_store_url_that_is_not_postgresql_is_refused() -> None:
+def test_a_store_url_of_no_known_kind_is_refused() -> None:
     bad = picontext("sessions", "--store", "mysql://x")
     assert bad.returncode == 2
-    assert bad.stderr.decode() == "picontext: unsupported PICONTEXT_STORE 'mysql://x': expected a postgresql:// URL\n"
+    assert bad.stderr.decode() == ("picontext: unsupported PICONTEXT_STORE 'mysql://x': expected a directory, "
+                                   "file:///dir, jsonl:/dir, postgresql://... or memory:[NAME]\n")

@@ -16,6 +16,7 @@ def _run(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess[str]:
     test.write_text("def test_needs_pg(pg_cluster):\n    assert pg_cluster.url\n")
     (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTHONPATH"] = str(REPO / "tests")  # the conftest's test doubles (tests/support)
     env["PICONTEXT_PG_BINDIR"] = str(tmp_path / "no-server-here")
     if ci is not None:
         env["CI"] = ci
@@ -41,6 +42,7 @@ def _run_bouncer(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess[
     test.write_text("def test_needs_pgbouncer(pg_bouncer):\n    assert pg_bouncer.url\n")
     (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PYTHONPATH"] = str(REPO / "tests")  # the conftest's test doubles (tests/support)
     env["PICONTEXT_PGBOUNCER"] = str(tmp_path / "no-pgbouncer-here")
     if ci is not None:
         env["CI"] = ci

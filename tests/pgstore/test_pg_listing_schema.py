@@ -11,10 +11,11 @@ import psycopg
 import pytest
 from pg_corpus import corpus
 
+from picontext.errors import AmbiguousSession, SessionNotFound
 from picontext.session.listing import build_session_info
 from picontext.session.postgres import PgSessionStore, database
 from picontext.session.postgres.database import close_all
-from picontext.session.postgres.listing import SessionNotFound, list_sessions, resolve_session
+from picontext.session.postgres.listing import list_sessions, resolve_session
 from picontext.session.postgres.schema import SCHEMA_VERSION, SchemaTooNew
 from picontext.session.postgres.transfer import import_bytes
 from picontext.session.store import JsonlSessionStore, parse_session_bytes
@@ -71,11 +72,11 @@ def test_session_ids_resolve_from_unique_prefixes(pg_url: str) -> None:
     assert resolve_session(db, "abd") == "abd"
     assert resolve_session(db, "abc-2") == "abc-2"
     assert resolve_session(db, "abc-1") == "abc-1"
-    with pytest.raises(SessionNotFound, match="ambiguous"):
+    with pytest.raises(AmbiguousSession, match="ambiguous"):
         resolve_session(db, "abc")
-    with pytest.raises(SessionNotFound, match="no session 'zz'"):
+    with pytest.raises(SessionNotFound, match="no session with id 'zz'"):
         resolve_session(db, "zz")
-    with pytest.raises(SessionNotFound, match="no session '_'"):
+    with pytest.raises(SessionNotFound, match="no session with id '_'"):
         resolve_session(db, "_")  # not a LIKE wildcard
 
 

@@ -56,7 +56,7 @@ ENV_API_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 # Local servers usually accept any key; a placeholder keeps the Authorization header well-formed.
-_KEYLESS_PROVIDERS = frozenset({"ollama", "llama.cpp", "llamacpp", "lmstudio", "vllm", "local"})
+KEYLESS_PROVIDERS = frozenset({"ollama", "llama.cpp", "llamacpp", "lmstudio", "vllm", "local"})
 
 
 def env_var_for(provider: str) -> str:
@@ -71,7 +71,7 @@ def auth_file(directory: Path | None = None) -> Path:
     return (directory if directory is not None else picontext_dir()) / "auth.json"
 
 
-def _read_auth(path: Path) -> dict[str, object]:
+def read_auth(path: Path) -> dict[str, object]:
     text = read_config_text(path)
     if text is None:
         return {}
@@ -104,7 +104,7 @@ def resolve_api_key(
         value = environ.get(name)
         if value:
             return value
-    entry = _read_auth(auth_file(directory)).get(provider)
+    entry = read_auth(auth_file(directory)).get(provider)
     if isinstance(entry, str) and entry:
         return entry
     if isinstance(entry, dict):
@@ -125,7 +125,7 @@ def require_api_key(
     key = resolve_api_key(provider, model=model, env=env, directory=directory)
     if key:
         return key
-    if provider in _KEYLESS_PROVIDERS or (model is not None and _is_local(model["baseUrl"])):
+    if provider in KEYLESS_PROVIDERS or (model is not None and is_local_base_url(model["baseUrl"])):
         return "none"
     raise ConfigError(
         f"No API key for provider {provider!r}: set {env_var_for(provider)} "
@@ -133,7 +133,6 @@ def require_api_key(
     )
 
 
-_is_local = is_local_base_url
 
 
 def save_api_key(provider: str, key: str, *, directory: Path | None = None) -> Path:
@@ -141,7 +140,7 @@ def save_api_key(provider: str, key: str, *, directory: Path | None = None) -> P
     path = auth_file(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        data = _read_auth(path)
+        data = read_auth(path)
         data[provider] = {"type": "api_key", "key": key}
         _write_private(path, json.dumps(data, indent=2) + "\n")
     return path
@@ -152,7 +151,7 @@ def remove_api_key(provider: str, *, directory: Path | None = None) -> bool:
     if not path.exists():
         return False
     with _locked(path):
-        data = _read_auth(path)
+        data = read_auth(path)
         if provider not in data:
             return False
         del data[provider]

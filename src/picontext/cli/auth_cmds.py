@@ -22,9 +22,9 @@ from rich.table import Table
 
 from picontext.ai.auth import (
     ENV_API_KEYS,
-    _read_auth,
     auth_file,
     env_var_for,
+    read_auth,
     remove_api_key,
     save_api_key,
 )
@@ -116,7 +116,7 @@ def key_sources() -> list[dict[str, Any]]:
     """Every configured key source, env vars first (they win), keys redacted."""
     rows: list[dict[str, Any]] = []
     env_providers: dict[str, tuple[str, ...]] = dict(ENV_API_KEYS)
-    stored = _read_auth(auth_file())
+    stored = read_auth(auth_file())
     for provider in stored:
         env_providers.setdefault(provider, (env_var_for(provider),))
     active: set[str] = set()

@@ -156,8 +156,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, settings_for)
     where, loaded = read_session(args.file)  # one-line errors before anything is opened for writing
-    args.file = where  # an id, a prefix or nothing named this session
     manager = open_session(where, loaded)  # what was just read is not read again
+    args.file = manager.get_session_file() or args.file or where  # the file an id or prefix named, if any
     summary_ref = args.summary_model or settings_for(manager.get_cwd()).model or model_ref
     if args.strategy != "mask" and summary_ref is None:
         raise ConfigError(f"--strategy {args.strategy} needs a model: --model provider/id (or use --strategy mask)")

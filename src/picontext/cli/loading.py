@@ -145,7 +145,7 @@ def check_session(path: str | None) -> str:
 def read_session(path: str | None) -> tuple[str, LoadResult]:
     """`check_session` that also returns what it read (lines' heads; bodies parsed on use), for a
     command that then opens the session for writing without reading it again
-    (`SessionManager.open(where, loaded=...)`)."""
+    (`cli.repo.open_session(where, loaded)`)."""
     return _open(path, lazy=True)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from rich.table import Table
 
-from picontext.ai.auth import _KEYLESS_PROVIDERS, ENV_API_KEYS, _is_local, env_var_for, resolve_api_key
+from picontext.ai.auth import ENV_API_KEYS, KEYLESS_PROVIDERS, env_var_for, is_local_base_url, resolve_api_key
 from picontext.ai.models import Model, default_catalog, picontext_dir
 from picontext.cli import render
 from picontext.cli.main import CliError, described
@@ -50,7 +50,7 @@ def key_source(model: Model) -> str | None:
             return f"env {name}"
     if resolve_api_key(provider, model=model):
         return "auth file"
-    if provider in _KEYLESS_PROVIDERS or _is_local(model["baseUrl"]):
+    if provider in KEYLESS_PROVIDERS or is_local_base_url(model["baseUrl"]):
         return "local"
     return None
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from picontext.cli.main import CliError, described
 from picontext.cli.repo import chosen_url, repository
-from picontext.session.listing import SessionInfo, list_all_sessions
 from picontext.session.protocol import SessionStore
+from picontext.session.repository import SessionInfo, list_directory
 from picontext.viewer.server import ViewerServer, file_store
 
 
@@ -43,7 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError("--dir names a directory of session files; with --store the store's sessions are listed")
     if args.dir is not None:  # a directory of session files, whatever project they belong to
         def lister() -> list[SessionInfo]:
-            return list_all_sessions(args.dir)
+            return list_directory(args.dir)
 
         where = args.dir
         store_of = file_store

@@ -13,7 +13,7 @@ from picontext import _json
 from picontext.cli import render
 from picontext.cli.main import CliError, described
 from picontext.cli.repo import chosen_url, repository
-from picontext.session.listing import list_all_sessions
+from picontext.session.repository import list_directory
 
 
 def register(sub: Any) -> None:
@@ -53,7 +53,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.dir is not None and chosen_url() is not None:
         raise CliError("--dir names a directory of session files; with --store the store's sessions are listed")
     if args.dir is not None:  # a directory named: all of its sessions, whatever their cwd
-        infos = list_all_sessions(args.dir)
+        infos = list_directory(args.dir)
     else:
         repo = repository()
         infos = repo.list(None if args.all else cwd)

@@ -45,8 +45,8 @@ from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.serialize import serialize_messages, utf16_len
 from picontext.compaction.summarize import (
     SummaryResult,
-    _previous_facts,
     add_usage,
+    facts_of_previous,
     history_max_tokens,
     preparation_file_lists,
     summarize_preparation,
@@ -429,7 +429,7 @@ def mechanical_summary(prep: Any, *, reserve_tokens: int, model_max: int, failur
     previous = previous if isinstance(previous, str) else None
     read_files, modified_files = preparation_file_lists(prep)
     if previous_facts is None:
-        previous_facts = _previous_facts(prep, previous)
+        previous_facts = facts_of_previous(prep, previous)
     facts = extract_facts([*to_summarize, *prefix], previous_facts)
     facts.modified_files = list(modified_files)
 

@@ -49,13 +49,13 @@ def _texts(content: Any) -> list[str]:
         b.get("text"), str)]
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     return _json.dumps_line(value)[:-1].decode("utf-8", "surrogatepass")
 
 
 def _tool_call_text(call: dict[str, Any]) -> str:
     args = call.get("arguments")
-    pairs = ", ".join(f"{k}={_json_text(v)}" for k, v in args.items()) if isinstance(args, dict) else ""
+    pairs = ", ".join(f"{k}={json_text(v)}" for k, v in args.items()) if isinstance(args, dict) else ""
     return f"{call.get('name')}({pairs})"
 
 

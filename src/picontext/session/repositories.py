@@ -301,15 +301,15 @@ class JsonlRepository(BaseRepository):
         created = js_date_ms(header.get("timestamp"))  # the file's name: from the header's time if it has one
         valid = created == created and -62135596800000 <= created <= 253402300799000
         stamp = iso_from_ms(int(created) if valid else int(time.time() * 1000))
-        store, _path = self.place(cwd, session_id, stamp)
-        assert isinstance(store, JsonlSessionStore)
-        store.create_bytes(data)
+        _store, path = self.place(cwd, session_id, stamp)
+        assert path is not None
+        self.store_at(path).create_bytes(data)
         return str(session_id)
 
     def export_bytes(self, ref: str) -> bytes:
-        store, _file = self.locate(ref)
-        assert isinstance(store, JsonlSessionStore)
-        return store.read_bytes()
+        _store, file = self.locate(ref)
+        assert file is not None
+        return self.store_at(file).read_bytes()
 
 
 # ---------------------------------------------------------------------------------- memory

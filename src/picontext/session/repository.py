@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from picontext.errors import ConfigError, StoreUnavailable
 from picontext.session import paths
-from picontext.session.listing import SessionInfo
+from picontext.session.listing import SessionInfo, list_all_sessions
 from picontext.session.protocol import SessionStore
 from picontext.session.repositories import BaseRepository, JsonlRepository, MemoryRepository
 
@@ -37,6 +37,7 @@ __all__ = [
     "MemoryRepository",
     "SessionInfo",
     "SessionRepository",
+    "list_directory",
     "open_repository",
     "session_file",
     "store_url",
@@ -145,6 +146,12 @@ def session_file(path: str) -> SessionStore:
     writes it (a FIFO, a device or a directory is refused before it is opened)."""
     resolved = paths.resolve_path(path)
     return JsonlRepository(os.path.dirname(resolved)).store_at(resolved)
+
+
+def list_directory(directory: str) -> list[SessionInfo]:
+    """The session files of one directory (not Pi's layout: every `*.jsonl` in it, whatever its
+    project), newest activity first: `picontext sessions --dir` and `serve --dir`."""
+    return list_all_sessions(directory)
 
 
 def _local(path: str, url: str) -> str:

@@ -6,50 +6,7 @@ fault-injecting proxy, a llama.cpp server) live in the repository's `tests/suppo
 
 from __future__ import annotations
 
-from picontext.scripted import (
-    Block,
-    HttpError,
-    RecordedRequest,
-    Reply,
-    ScriptedModelServer,
-    Step,
-    UnexpectedModelRequest,
-    http_error,
-    measured,
-    overflow,
-    overloaded,
-    rate_limit,
-    raw_stream,
-    reply,
-    request_tokens,
-    server_error,
-    silent_stream,
-    text,
-    thinking,
-    tokens,
-    tool_call,
-)
+from picontext.scripted import model_server
+from picontext.scripted.model_server import *  # noqa: F403  (the names code built on picontext imports from here)
 
-__all__ = [
-    "Block",
-    "HttpError",
-    "RecordedRequest",
-    "Reply",
-    "ScriptedModelServer",
-    "Step",
-    "UnexpectedModelRequest",
-    "http_error",
-    "measured",
-    "overflow",
-    "overloaded",
-    "rate_limit",
-    "raw_stream",
-    "reply",
-    "request_tokens",
-    "server_error",
-    "silent_stream",
-    "text",
-    "thinking",
-    "tokens",
-    "tool_call",
-]
+__all__ = list(model_server.__all__)

@@ -25,10 +25,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from picontext.errors import PicontextError
-from picontext.session.listing import SessionInfo
 from picontext.session.migrations import migrate_to_current
 from picontext.session.protocol import SessionStore
-from picontext.session.repository import session_file
+from picontext.session.repository import SessionInfo, session_file
 from picontext.viewer.model import build_view
 from picontext.viewer.page import pack, render_page
 

@@ -390,11 +390,10 @@ class ChatUI:
 
     async def cmd_new(self, _: str) -> None:
         manager = self.c.manager
-        repo = manager.repository
-        if not manager.is_persisted() or repo is None:
+        if not manager.is_persisted():
             self._switch(SessionManager.in_memory(self.cwd))
         else:  # the new session lives where the current one does
-            self._switch(repo.create(self.cwd))
+            self._switch((manager.repository or repository()).create(self.cwd))
         self.view.line("New session", "green")
         self.footer_line()
 

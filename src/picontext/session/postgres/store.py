@@ -11,7 +11,8 @@ none, in one statement and one transaction (one round trip on an autocommit conn
 writer that is behind gets `StaleSessionError`; two writers can never both extend the same tail.
 The writer section (`writer()`/`awriter()`) is a transaction holding the same lock on a pooled
 connection; the holder's appends (same thread or asyncio task) go through that connection,
-everybody else's appends wait for it (up to the lock timeout).
+everybody else's appends wait for it in the server until it ends (`lock_timeout` bounds the wait
+for a section, not for an append).
 
 Sessions are named by id; `PostgresRepository` (repository.py) opens them as `SessionManager`s.
 """
