@@ -229,3 +229,12 @@ def test_unreachable_database_raises_at_construction(server: ScriptedModelServer
     assert "\n" not in str(info.value)
     with pytest.raises(StoreUnavailable):
         ConversationMemory(model=server.model(), store="ftp://example.com/x", cwd=str(tmp_path))
+
+
+def test_a_system_message_is_stored_and_replayed(server: ScriptedModelServer, tmp_path: Path) -> None:
+    memory = make(server, tmp_path)
+    memory.append([{"role": "system", "content": "", "sections": {"system_prompt": "be brief"}}, user("hi")])
+    assert memory.messages()[0]["sections"] == {"system_prompt": "be brief"}
+    assert memory.context()[0]["role"] == "system"
+    with pytest.raises(ValueError, match="sections"):
+        memory.append([{"role": "system", "content": "", "sections": ["x"]}])

@@ -64,7 +64,7 @@ POP_ENTRY = "picontext.pop"
 CLEAR_ENTRY = "picontext.clear"
 """customType of the entry that makes a `clear()` durable (a new root: the path before it is gone)."""
 
-_ROLES = ("user", "assistant", "toolResult", "custom")
+_ROLES = ("system", "user", "assistant", "toolResult", "custom")
 Listener = Callable[[dict[str, Any]], Any]
 
 
@@ -234,7 +234,7 @@ class ConversationMemory:
     # -- messages ------------------------------------------------------------------------------------
 
     def append(self, messages: Sequence[dict[str, Any]], *, usage: dict[str, Any] | None = None) -> list[str]:
-        """Store `messages` (Pi AgentMessages: user, assistant, toolResult, custom) in one write;
+        """Store `messages` (Pi AgentMessages: system, user, assistant, toolResult, custom) in one write;
         returns their entry ids. `{"type": "custom", "customType": ..., "data": ...}` stores a
         custom entry instead (what the model never sees: a framework item Pi cannot represent).
         Assistant messages get `api`/`provider`/`model`/`usage`/`stopReason` filled in when
@@ -292,7 +292,9 @@ class ConversationMemory:
                 out["content"] = [{"type": "text", "text": out["content"]}]
         elif role == "custom" and not isinstance(out.get("customType"), str):
             raise ValueError(f"message {index}: a custom message needs a customType")
-        if role in ("user", "toolResult", "custom") and not isinstance(out.get("content"), str | list):
+        elif role == "system" and not isinstance(out.get("sections", {}), dict):
+            raise ValueError(f"message {index}: system sections must be an object")
+        if role in ("system", "user", "toolResult", "custom") and not isinstance(out.get("content"), str | list):
             raise ValueError(f"message {index}: content must be a string or a list of blocks")
         return out
 
