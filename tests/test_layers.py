@@ -15,6 +15,7 @@ ALLOWED = {layer: set(ORDER[: i + 1]) for i, layer in enumerate(ORDER)}
 ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "testing"}
 ALLOWED["cli"] = ALLOWED["cli"] | {"testing", "viewer"}  # `picontext demo` runs against the scripted model server
 ALLOWED["viewer"] = {"ai", "session", "compaction", "viewer"}  # the HTML export/server: shows, never computes anew
+ALLOWED["integrations"] = {"ai", "session", "compaction", "agent", "integrations"}  # framework adapters, above agent
 BASE = {"", "_json", "_clock", "_gc", "errors"}  # shared foundations under picontext/
 
 
@@ -35,7 +36,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("layer", [*ORDER, "testing", "viewer"])
+@pytest.mark.parametrize("layer", [*ORDER, "testing", "viewer", "integrations"])
 def test_layer_imports_only_earlier_layers(layer: str) -> None:
     bad = []
     for path in sorted((SRC / layer).rglob("*.py")):

@@ -10,6 +10,8 @@
     │   ├── InvalidReplacement      bad context_edit replacement
     │   ├── InvalidSessionId        caller-supplied id of the wrong shape
     │   ├── ForkError               fork source empty or invalid
+    │   ├── SessionNotFound         no session with this id in the store
+    │   ├── StoreUnavailable        the store cannot be opened (bad URL, unreachable)
     │   ├── SessionLockedError      another process holds the file lock too long
     │   ├── StaleSessionError       another writer appended (or replaced the log) since our tail
     │   └── SessionWriteError       the disk refused a write (full, vanished file)
@@ -83,6 +85,18 @@ class InvalidSessionId(SessionError, ValueError):
 
 class ForkError(SessionError):
     pass
+
+
+class SessionNotFound(SessionError):
+    """No session with this id (or id prefix) in the store."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"Session {ref} not found")
+        self.ref = ref
+
+
+class StoreUnavailable(SessionError):
+    """The session store cannot be used: bad URL, unreachable server, missing extra."""
 
 
 class SessionLockedError(SessionError):
