@@ -62,7 +62,7 @@ POP_ENTRY = "picontext.pop"
 CLEAR_ENTRY = "picontext.clear"
 """customType of the entry that makes a `clear()` durable (a new root: the path before it is gone)."""
 
-_ROLES = ("user", "assistant", "toolResult", "custom")
+_ROLES = ("user", "assistant", "toolResult", "custom", "system")
 Listener = Callable[[dict[str, Any]], Any]
 
 
@@ -223,7 +223,7 @@ class ConversationMemory:
     # -- messages ------------------------------------------------------------------------------------
 
     def append(self, messages: Sequence[dict[str, Any]]) -> list[str]:
-        """Store `messages` (Pi AgentMessages: user, assistant, toolResult, custom) in one write;
+        """Store `messages` (Pi AgentMessages: user, assistant, toolResult, custom, system) in one write;
         returns their entry ids. Assistant messages get `api`/`provider`/`model`/`usage`/
         `stopReason` filled in when missing; usage recorded before (`record_usage`) goes to the
         last assistant message of the call. A message of another shape raises `ValueError`
@@ -274,7 +274,7 @@ class ConversationMemory:
                 out["content"] = [{"type": "text", "text": out["content"]}]
         elif role == "custom" and not isinstance(out.get("customType"), str):
             raise ValueError(f"message {index}: a custom message needs a customType")
-        if role in ("user", "toolResult", "custom") and not isinstance(out.get("content"), str | list):
+        if role in ("user", "toolResult", "custom", "system") and not isinstance(out.get("content"), str | list):
             raise ValueError(f"message {index}: content must be a string or a list of blocks")
         return out
 
