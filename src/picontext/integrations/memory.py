@@ -222,22 +222,29 @@ class ConversationMemory:
 
     # -- messages ------------------------------------------------------------------------------------
 
-    def append(self, messages: Sequence[dict[str, Any]]) -> list[str]:
-        """Store `messages` (Pi AgentMessages: user, assistant, toolResult, custom, system) in one write;
-        returns their entry ids. Assistant messages get `api`/`provider`/`model`/`usage`/
-        `stopReason` filled in when missing; usage recorded before (`record_usage`) goes to the
-        last assistant message of the call. A message of another shape raises `ValueError`
-        before anything is written."""
-        prepared = [self._prepare(m, i) for i, m in enumerate(messages)]
-        last_assistant = max((i for i, m in enumerate(prepared) if m["role"] == "assistant"), default=None)
-        if last_assistant is not None and self._pending_usage is not None:
+    def append(self, messages: Sequence[dict[str, Any]], *, usage: dict[str, Any] | None = None) -> list[str]:
+        """Store `messages` (Pi AgentMessages: user, assistant, toolResult, custom, system) in one
+        write; returns their entry ids. `{"type": "custom", "customType": ..., "data": ...}` stores a
+        custom entry instead (what the model never sees: a framework item Pi cannot represent).
+        Assistant messages get `api`/`provider`/`model`/`usage`/`stopReason` filled in when
+        missing. `usage` (the reply's reported usage, keys as in `record_usage`), or else usage
+        recorded before, goes to the last assistant message of the call. A message of another
+        shape raises `ValueError` before anything is written."""
+        prepared = [m if _is_custom_entry(m) else self._prepare(m, i) for i, m in enumerate(messages)]
+        last_assistant = max((i for i, m in enumerate(prepared) if m.get("role") == "assistant"), default=None)
+        if last_assistant is not None and usage is not None:
+            prepared[last_assistant]["usage"] = self._pi_usage(usage)
+        elif last_assistant is not None and self._pending_usage is not None:
             if not _has_usage(prepared[last_assistant]):
                 prepared[last_assistant]["usage"] = self._pending_usage
+        if last_assistant is not None:
             self._pending_usage = None
         ids: list[str] = []
         with self.manager.exclusive(strict=False), self.manager.batch():
             for message in prepared:
-                if message["role"] == "custom":
+                if _is_custom_entry(message):  # kept in the file, never in the context
+                    ids.append(self.manager.append_custom_entry(message["customType"], message.get("data")))
+                elif message["role"] == "custom":
                     ids.append(self.manager.append_custom_message_entry(
                         message["customType"], message["content"], bool(message.get("display", True)),
                         message.get("details")))
@@ -451,6 +458,10 @@ class ConversationMemory:
             self.manager.append_custom_entry(CLEAR_ENTRY, {})
         self._pending_usage = self._unanchored = self._reported = None
         self._record_model()
+
+
+def _is_custom_entry(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("type") == "custom" and isinstance(message.get("customType"), str)
 
 
 def _has_usage(message: dict[str, Any]) -> bool:

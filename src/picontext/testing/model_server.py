@@ -366,6 +366,26 @@ def frames_openai_completions(r: Reply, model_id: str) -> list[bytes]:
     return out
 
 
+def completion_openai(r: Reply, model_id: str) -> dict[str, Any]:
+    """The same reply as one Chat Completions JSON body (a request with `"stream": false`)."""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(b.text for b in r.blocks if b.kind == "text")}
+    reasoning = "".join(b.text for b in r.blocks if b.kind == "thinking")
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    calls = [{"id": b.call_id, "type": "function", "function": {"name": b.name, "arguments": json.dumps(b.arguments)}}
+             for b in r.blocks if b.kind == "tool_call"]
+    if calls:
+        message["tool_calls"] = calls
+    u = r.usage
+    prompt = u.input + u.cache_read + u.cache_write
+    return {
+        "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": model_id,
+        "choices": [{"index": 0, "message": message, "finish_reason": r.stop or ("tool_calls" if calls else "stop")}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": u.output, "total_tokens": prompt + u.output,
+                  "prompt_tokens_details": {"cached_tokens": u.cache_read}},
+    }
+
+
 def frames_openai_responses(r: Reply, model_id: str) -> list[bytes]:
     resp = {"id": "resp_scripted", "object": "response", "model": model_id, "status": "in_progress"}
     out = [_sse({"type": "response.created", "response": resp}, "response.created")]
@@ -626,6 +646,9 @@ class _Handler(BaseHTTPRequestHandler):
         if dialect == "google-generative-ai":
             m = re.search(r"/models/([^/:]+)", self.path)
             model_id = m.group(1) if m else model_id
+        if dialect == "openai-completions" and isinstance(body, dict) and not body.get("stream"):
+            self._send_plain(step.status, json.dumps(completion_openai(step, model_id)))  # a non-streaming client
+            return
         frames = list(step.raw_frames) if step.raw_frames is not None else _FRAMES[dialect](step, model_id)
         self._stream(step, frames)
 
