@@ -166,7 +166,9 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
             if messages:
                 self._append(messages)
         last = messages[-1].id if messages else None
-        command: Command[Any] | None = Command(update={STATE_KEY: {"session": self.session_id, "last": last}}) if last else None
+        command: Command[Any] | None = None
+        if last:
+            command = Command(update={STATE_KEY: {"session": self.session_id, "last": last}})
         return ExtendedModelResponse(model_response=response, command=command)
 
     def _append(self, messages: Sequence[BaseMessage]) -> None:
