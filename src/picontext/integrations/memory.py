@@ -99,9 +99,8 @@ def _open_session(session_id: str | None, store: Any, cwd: str) -> SessionManage
             return SessionManager.create(cwd, directory)
         except OSError as exc:
             raise StoreUnavailable(f"store {directory}: {exc.strerror or exc}") from None
-    if directory is not None and not os.path.isdir(directory):
-        raise StoreUnavailable(f"store {directory}: no such directory")
-    path = SessionManager.find_by_id(cwd, session_id, directory)
+    missing = directory is not None and not os.path.isdir(directory)  # an empty store: found nowhere
+    path = None if missing else SessionManager.find_by_id(cwd, session_id, directory)
     if path is None:
         raise SessionNotFound(session_id)
     return SessionManager.open(path, directory)

@@ -55,11 +55,13 @@ __all__ = [
     "Step",
     "UnexpectedModelRequest",
     "http_error",
+    "measured",
     "overflow",
     "overloaded",
     "rate_limit",
     "raw_stream",
     "reply",
+    "request_tokens",
     "server_error",
     "silent_stream",
     "text",
@@ -99,6 +101,20 @@ class Usage:
 def tokens(input: int = 10, output: int = 5, *, cache_read: int = 0, cache_write: int = 0) -> Usage:
     """Usage numbers the reply reports, in picontext terms (input excludes cached tokens)."""
     return Usage(input, output, cache_read, cache_write)
+
+
+MEASURED = -1
+
+
+def measured(output: int = 5) -> Usage:
+    """Usage whose input is the request's own size (ceil(JSON body chars / 4)), as a real server
+    counts what it was sent: for tests whose requests grow and shrink (compaction)."""
+    return Usage(MEASURED, output)
+
+
+def request_tokens(body: Any) -> int:
+    """The input tokens `measured()` reports for a request body."""
+    return -(-len(json.dumps(body, ensure_ascii=False)) // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -652,6 +668,8 @@ class _Handler(BaseHTTPRequestHandler):
         if step.usage_of is not None:
             step = replace(step, usage=step.usage_of(req))
         model_id = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
+        if step.usage.input == MEASURED:
+            step = replace(step, usage=replace(step.usage, input=request_tokens(body)))
         if dialect == "google-generative-ai":
             m = re.search(r"/models/([^/:]+)", self.path)
             model_id = m.group(1) if m else model_id
