@@ -25,8 +25,8 @@ from test_projection_vs_pi import compare_file
 
 from conftest import PiReference
 from picontext.integrations.langchain import PicontextMiddleware
-from picontext.testing import ScriptedModelServer, reply, text, tokens, tool_call
-from picontext.testing.model_server import RecordedRequest, Reply, Usage
+from picontext.testing import ScriptedModelServer, measured, reply, text, tool_call
+from picontext.testing.model_server import RecordedRequest, Reply
 
 pytestmark = pytest.mark.differential
 PNG = "iVBORw0KGgoAAAANSUhEUg=="
@@ -38,10 +38,6 @@ def lookup(topic: str) -> str:
     return f"notes on {topic}: " + "the notes say a great deal about it. " * 24
 
 
-def measured(req: RecordedRequest) -> Usage:
-    return tokens(input=len(json.dumps([req.body.get("messages"), req.body.get("tools")])) // 4, output=20)
-
-
 def is_agent(req: RecordedRequest) -> bool:
     return "tools" in req.body
 
@@ -51,7 +47,7 @@ def is_summary(req: RecordedRequest) -> bool:
 
 
 def agent(step: Reply) -> Reply:
-    return step.usage_from(measured).when(is_agent)
+    return step.with_usage(measured(20)).when(is_agent)
 
 
 def test_a_langchain_session_reads_the_same_in_pi(pi: PiReference, server: ScriptedModelServer,
@@ -61,7 +57,7 @@ def test_a_langchain_session_reads_the_same_in_pi(pi: PiReference, server: Scrip
     llm = ChatOpenAI(model="scripted-model", base_url=server.url + "/v1", api_key="test",  # type: ignore[arg-type]
                      streaming=True, stream_usage=True, max_retries=0)
     graph = create_agent(llm, tools=[lookup], middleware=[memory])
-    summary = reply(text("## Goal\nanswer questions\n## Progress\nsome answered")).usage_from(measured).when(is_summary)
+    summary = reply(text("## Goal\nanswer questions\n## Progress\nsome answered"), usage=measured(20)).when(is_summary)
     turn = 0
     while sum(e["type"] == "compaction" for e in memory.memory.manager.get_entries()) < 2:
         assert turn < 40, "two compactions expected well before 40 turns"

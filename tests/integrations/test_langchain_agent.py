@@ -1,11 +1,10 @@
 """PicontextMiddleware in a real `langchain.agents.create_agent` with `ChatOpenAI`, talking over
 real HTTP to the scripted OpenAI-compatible server (the summaries go to the same server, through
-picontext's own client). The server reports the input tokens of each request from its size, so
-the threshold works from reported usage as with a real provider."""
+picontext's own client). The server reports the input tokens of each request from its size
+(`measured`), so the threshold works from reported usage as with a real provider."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,8 +22,18 @@ from langgraph.checkpoint.memory import InMemorySaver
 from picontext.errors import ConfigError, PicontextError, SessionNotFound, StoreUnavailable
 from picontext.integrations.langchain import PicontextMiddleware
 from picontext.session.manager import SessionManager
-from picontext.testing import ScriptedModelServer, overflow, reply, server_error, text, tokens, tool_call
-from picontext.testing.model_server import RecordedRequest, Reply, Usage
+from picontext.testing import (
+    ScriptedModelServer,
+    measured,
+    overflow,
+    reply,
+    request_tokens,
+    server_error,
+    text,
+    tokens,
+    tool_call,
+)
+from picontext.testing.model_server import RecordedRequest, Reply
 
 WINDOW = 6_000
 SETTINGS = {"compaction": {"reserveTokens": 1_500, "keepRecentTokens": 1_000}}
@@ -37,16 +46,6 @@ def lookup(topic: str) -> str:
     return f"notes on {topic}: " + "the notes say a great deal about it. " * 32
 
 
-def request_tokens(req: RecordedRequest) -> int:
-    """What the request weighs, chars/4 of its messages and tools (the server's 'tokenizer')."""
-    body = req.body
-    return len(json.dumps([body.get("messages"), body.get("tools")], ensure_ascii=False)) // 4
-
-
-def measured(req: RecordedRequest) -> Usage:
-    return tokens(input=request_tokens(req), output=20)
-
-
 def is_agent(req: RecordedRequest) -> bool:
     return "tools" in req.body  # the agent binds its tool; picontext's summary requests carry none
 
@@ -56,11 +55,11 @@ def is_summary(req: RecordedRequest) -> bool:
 
 
 def agent_reply(step: Reply) -> Reply:
-    return step.usage_from(measured).when(is_agent)
+    return step.with_usage(measured(20)).when(is_agent)
 
 
 def summary_reply() -> Reply:
-    return reply(text(SUMMARY)).usage_from(measured).when(is_summary)
+    return reply(text(SUMMARY)).with_usage(measured(20)).when(is_summary)
 
 
 def question(i: int) -> str:
@@ -113,7 +112,7 @@ def check_conversation(server: ScriptedModelServer, memory: PicontextMiddleware,
                        requests: list[RecordedRequest]) -> None:
     agent_requests = [r for r in requests if is_agent(r)]
     # No request exceeded the window.
-    sizes = [request_tokens(r) for r in agent_requests]
+    sizes = [request_tokens(r.body) for r in agent_requests]
     assert max(sizes) <= WINDOW, sizes
     manager = memory.memory.manager
     entries = manager.get_entries()

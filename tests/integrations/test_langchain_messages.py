@@ -173,6 +173,10 @@ def test_system_and_chat_messages() -> None:
 
 def test_pi_user_and_tool_result_to_langchain() -> None:
     assert to_langchain({"role": "user", "content": "hi", "timestamp": 1}) == HumanMessage("hi")
+    # Text-only content is one string: OpenAI-compatible servers (llama.cpp's) refuse a list of parts.
+    two = to_langchain({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                        "timestamp": 1})
+    assert two == HumanMessage("a\nb")
     image = to_langchain({"role": "user", "timestamp": 1, "content": [
         {"type": "text", "text": "see"}, {"type": "image", "data": PNG, "mimeType": "image/png"}]})
     assert image == HumanMessage([{"type": "text", "text": "see"},
@@ -207,7 +211,7 @@ def test_pi_roles_a_model_reads_as_user_text() -> None:
     branch = to_langchain({"role": "branchSummary", "summary": "B", "fromId": "x", "timestamp": 1})
     assert isinstance(branch, HumanMessage) and "B" in branch.text
     custom = to_langchain({"role": "custom", "customType": "note", "content": "N", "display": False, "timestamp": 1})
-    assert custom == HumanMessage([{"type": "text", "text": "N"}])
+    assert custom == HumanMessage("N")
     shell = {"role": "bashExecution", "command": "ls", "output": "a.txt", "exitCode": 0, "cancelled": False,
              "truncated": False, "timestamp": 1}
     assert isinstance(to_langchain(shell), HumanMessage)

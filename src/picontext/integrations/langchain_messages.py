@@ -26,6 +26,8 @@ What cannot be represented (each documented in docs/integrations.md and tested):
   Pi field and are not kept; a non-JSON `artifact` is dropped.
 * An invalid tool call (arguments that are not a JSON object) is stored as a call with the raw
   text under `arguments["_raw"]`.
+* Towards LangChain, user and tool-result content made only of text is one string (text blocks
+  joined by a newline): OpenAI-compatible servers such as llama.cpp's refuse a list of parts.
 * Towards LangChain, a Pi system message's tool declarations (`toolsAdded`) are dropped: the
   agent's tools are bound to the model, not carried in messages. Custom roles, shell executions,
   branch and compaction summaries become HumanMessages, as Pi turns them into user messages.
@@ -353,13 +355,13 @@ def to_langchain(message: Mapping[str, Any]) -> BaseMessage | None:
         return None
     role = llm.get("role")
     if role == "user":
-        return HumanMessage(content=_lc_content(llm.get("content")))
+        return HumanMessage(content=_plain_if_text(_lc_content(llm.get("content"))))
     if role == "assistant":
         return _ai(llm)
     if role == "toolResult":
         content = _lc_content(llm.get("content"))
         return ToolMessage(
-            content=_collapse_single_text(content),
+            content=_plain_if_text(content),
             tool_call_id=str(llm.get("toolCallId", "")),
             name=llm.get("toolName") or None,
             status="error" if llm.get("isError") else "success",
@@ -395,6 +397,14 @@ def _lc_content(content: Any) -> str | list[str | dict[str, Any]]:
         else:
             out.append(dict(block))
     return out
+
+
+def _plain_if_text(content: str | list[str | dict[str, Any]]) -> str | list[str | dict[str, Any]]:
+    """Text-only content as one string: the form every chat API takes (llama.cpp's server and
+    other OpenAI-compatible ones refuse a list of text parts in a user or tool message)."""
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return content
 
 
 def _collapse_single_text(content: str | list[str | dict[str, Any]]) -> str | list[str | dict[str, Any]]:

@@ -136,8 +136,6 @@ class Reply:
     """Only a request this accepts takes the step; None: the next request, whatever it is."""
     raw_frames: tuple[bytes, ...] | None = None
     """Sent instead of the dialect's frames (`raw_stream`, `silent_stream`)."""
-    usage_of: Callable[[RecordedRequest], Usage] | None = None
-    """Computes the reported usage from the request it answers (`usage_from`)."""
 
     def slow(self, delay: float) -> Reply:
         return replace(self, delay=delay)
@@ -153,11 +151,6 @@ class Reply:
 
     def with_usage(self, usage: Usage) -> Reply:
         return replace(self, usage=usage)
-
-    def usage_from(self, usage_of: Callable[[RecordedRequest], Usage]) -> Reply:
-        """Report the usage `usage_of(request)` computes: a reply whose input tokens follow what
-        the client actually sent (a long conversation whose size the script cannot know)."""
-        return replace(self, usage_of=usage_of)
 
     def with_stop(self, stop: str) -> Reply:
         return replace(self, stop=stop)
@@ -665,8 +658,6 @@ class _Handler(BaseHTTPRequestHandler):
             body_text = step.body if step.body is not None else error_body(dialect, step.kind, step.status)
             self._send_plain(step.status, body_text, dict(step.headers))
             return
-        if step.usage_of is not None:
-            step = replace(step, usage=step.usage_of(req))
         model_id = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
         if step.usage.input == MEASURED:
             step = replace(step, usage=replace(step.usage, input=request_tokens(body)))
