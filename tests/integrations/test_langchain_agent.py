@@ -324,3 +324,26 @@ def test_an_image_is_stored_as_a_pi_image_and_sent_as_a_data_url(server: Scripte
     assert stored["content"][1] == {"type": "image", "data": "iVBORw0KGgoAAAANSUhEUg==", "mimeType": "image/png"}
     sent = server.requests[0].body["messages"][0]["content"]
     assert sent[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="}}
+
+
+def test_the_model_gets_a_well_formed_history_from_an_interrupted_session(server: ScriptedModelServer,
+                                                                           tmp_path: Path) -> None:
+    """A session cut off between a tool call and its result (a crash, a Pi session), with a reply
+    that ended in an error: the model is sent what every chat API accepts, as Pi sends it."""
+    memory = middleware(server, cwd=str(tmp_path))
+    memory.memory.append([
+        {"role": "user", "content": "look two things up"},
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "lookup", "arguments": {"topic": "a"}},
+                                          {"type": "toolCall", "id": "c2", "name": "lookup", "arguments": {"topic": "b"}}]},
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "lookup", "content": "a is fine"},
+        {"role": "user", "content": "never mind"},
+        {"role": "assistant", "content": [{"type": "text", "text": "half an ans"}], "stopReason": "error",
+         "errorMessage": "connection reset"},
+    ])
+    agent = create_agent(chat_model(server), tools=[lookup], middleware=[memory])
+    server.expect(agent_reply(text("ok")))
+    agent.invoke({"messages": [HumanMessage("go on")]})
+    sent = server.requests[0].body["messages"]
+    assert [(m["role"], m.get("tool_call_id"), text_of(m.get("content") or "")) for m in sent] == [
+        ("user", None, "look two things up"), ("assistant", None, ""), ("tool", "c1", "a is fine"),
+        ("tool", "c2", "No result provided"), ("user", None, "never mind"), ("user", None, "go on")]

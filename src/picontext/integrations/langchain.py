@@ -46,7 +46,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.types import Command
 
@@ -103,9 +103,9 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         self._origin: Origin = {"api": resolved["api"], "provider": resolved["provider"], "model": resolved["id"]}
         self._thread: str | None = None
         self._lock = threading.Lock()
-        # Pi message (by identity, kept alive by the tuple) -> its LangChain message: the
-        # projection's messages are the session's own objects, so a turn converts only new ones.
-        self._converted: dict[int, tuple[dict[str, Any], BaseMessage | None]] = {}
+        # Pi message (by identity) -> its LangChain form: the projection's messages are the
+        # session's own objects, so a turn converts only the new ones.
+        self._converted: dict[int, _Converted] = {}
 
     @property
     def session_id(self) -> str:
@@ -251,52 +251,61 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         return request.override(messages=messages)  # type: ignore[arg-type]
 
     def _langchain_context(self) -> list[BaseMessage]:
-        converted: dict[int, tuple[dict[str, Any], BaseMessage | None]] = {}
+        """The projection as LangChain messages, in the shape every chat API requires (as Pi
+        sends it): replies that ended in an error are left out, each tool call is answered
+        before the next turn (a run cut off between a call and its result gets a synthetic error
+        result), a result without its call is dropped. Only messages not seen at the last call
+        are converted."""
+        converted: dict[int, _Converted] = {}
         previous = self._converted
         out: list[BaseMessage] = []
+        pending: dict[str, str] = {}
+
+        def close() -> None:
+            for call_id, name in pending.items():
+                out.append(ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error"))
+            pending.clear()
+
         for message in self.memory.context():
             key = id(message)
             hit = previous.get(key)
-            if hit is None or hit[0] is not message:
-                hit = (message, to_langchain(message))
+            if hit is None or hit.source is not message:
+                hit = _Converted(message)
             converted[key] = hit
-            if hit[1] is not None:
-                out.append(hit[1])
+            if hit.role == "assistant":
+                if pending:
+                    close()
+                if hit.failed:
+                    continue
+                pending.update(hit.calls)
+            elif hit.role == "toolResult":
+                if pending.pop(hit.answers or "", None) is None:
+                    continue
+            elif pending and hit.role != "system":  # a prompt update may sit between a call and its results
+                close()
+            if hit.message is not None:
+                out.append(hit.message)
+        close()
         self._converted = converted
-        return _well_formed(out)
+        return out
 
     def _overflowed(self, exc: Exception) -> bool:
         return matching_overflow_pattern(str(exc), self._origin["provider"]) is not None
 
 
-def _well_formed(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """What every chat API requires of the history: each tool call answered before the next
-    turn (a run cut off between a call and its result gets a synthetic error result, as Pi
-    does), and no stray result without its call."""
-    out: list[BaseMessage] = []
-    pending: dict[str, str] = {}
+class _Converted:
+    """A projected Pi message with its LangChain form and what the pairing pass needs of it."""
 
-    def close() -> None:
-        for call_id, name in pending.items():
-            out.append(ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error"))
-        pending.clear()
+    __slots__ = ("answers", "calls", "failed", "message", "role", "source")
 
-    for message in messages:
-        if isinstance(message, AIMessage):
-            close()
-            pending = {str(c["id"]): c["name"] for c in message.tool_calls if c.get("id")}
-            out.append(message)
-        elif isinstance(message, ToolMessage):
-            if pending.pop(message.tool_call_id, None) is None:
-                continue
-            out.append(message)
-        elif isinstance(message, SystemMessage) and pending:
-            out.append(message)  # a prompt update may sit between a call and its results
-        else:
-            close()
-            out.append(message)
-    close()
-    return out
+    def __init__(self, source: dict[str, Any]) -> None:
+        self.source = source  # held, so that its id() is not reused while cached
+        self.message = to_langchain(source)
+        self.role = source.get("role")
+        self.failed = self.role == "assistant" and source.get("stopReason") in ("error", "aborted")
+        self.calls = {str(b.get("id")): str(b.get("name", "")) for b in source.get("content") or ()
+                      if self.role == "assistant" and isinstance(b, dict) and b.get("type") == "toolCall"}
+        self.answers = str(source.get("toolCallId")) if self.role == "toolResult" else None
 
 
 def _content_key(content: Any) -> bytes:
