@@ -35,7 +35,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, NotRequired, TypeVar
+from typing import Annotated, Any, NamedTuple, NotRequired, TypeVar
 
 import orjson
 from langchain.agents.middleware.types import (
@@ -106,6 +106,7 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         # Pi message (by identity) -> its LangChain form: the projection's messages are the
         # session's own objects, so a turn converts only the new ones.
         self._converted: dict[int, _Converted] = {}
+        self._done: _Pass | None = None
 
     @property
     def session_id(self) -> str:
@@ -254,19 +255,26 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         """The projection as LangChain messages, in the shape every chat API requires (as Pi
         sends it): replies that ended in an error are left out, each tool call is answered
         before the next turn (a run cut off between a call and its result gets a synthetic error
-        result), a result without its call is dropped. Only messages not seen at the last call
-        are converted."""
-        converted: dict[int, _Converted] = {}
+        result), a result without its call is dropped.
+
+        A turn only appends to the projection, so the pass resumes where the last one stopped
+        when the last projection is a prefix of this one (compared in C, by identity); after a
+        compaction or a branch move it starts over, converting only messages it has not seen."""
+        messages = self.memory.context()
+        done = self._done
+        if done is not None and len(messages) >= len(done.source) and messages[:len(done.source)] == done.source:
+            converted = self._converted
+            out, pending, start = list(done.out), dict(done.pending), len(done.source)
+        else:
+            converted, out, pending, start = {}, [], {}, 0
         previous = self._converted
-        out: list[BaseMessage] = []
-        pending: dict[str, str] = {}
 
         def close() -> None:
             for call_id, name in pending.items():
                 out.append(ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error"))
             pending.clear()
 
-        for message in self.memory.context():
+        for message in messages[start:] if start else messages:
             key = id(message)
             hit = previous.get(key)
             if hit is None or hit.source is not message:
@@ -285,12 +293,22 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
                 close()
             if hit.message is not None:
                 out.append(hit.message)
-        close()
         self._converted = converted
+        self._done = _Pass(messages, list(out), dict(pending))
+        close()
         return out
 
     def _overflowed(self, exc: Exception) -> bool:
         return matching_overflow_pattern(str(exc), self._origin["provider"]) is not None
+
+
+class _Pass(NamedTuple):
+    """Where the last pass over the projection stopped: its messages, the output so far (before
+    unanswered calls were closed) and the calls still unanswered."""
+
+    source: list[dict[str, Any]]
+    out: list[BaseMessage]
+    pending: dict[str, str]
 
 
 class _Converted:
