@@ -28,7 +28,7 @@ from agents.run_config import CallModelData, ModelInputData
 
 from picontext.compaction.completion import Completion
 from picontext.integrations.memory import ConversationMemory
-from picontext.integrations.openai_agents_items import items_to_messages, message_to_items, messages_to_items
+from picontext.integrations.openai_agents_items import items_to_messages, message_to_items
 
 __all__ = ["PicontextSession"]
 
@@ -65,8 +65,9 @@ class PicontextSession:
         self.session_id: str = self.memory.session_id
         self.auto_compact = auto_compact
         self.session_settings = session_settings
-        self._usage_seen: tuple[int, int] = (0, 0)  # (id of the run's Usage, request entries taken)
+        self._last_usage: Any = None  # the SDK's usage record of the request whose reply was stored last
         self._compactions = 0
+        self._converted: dict[int, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
 
     # -- the Session protocol ------------------------------------------------------------------------
 
@@ -74,7 +75,7 @@ class PicontextSession:
         """The projected conversation as input items, oldest first; the newest `limit` when given."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        items = messages_to_items(self.memory.messages())
+        items = self._projected_items()
         if limit is not None:
             return items[-limit:] if limit > 0 else []
         return items
@@ -130,11 +131,11 @@ class PicontextSession:
         going, the next request gets the compacted conversation (the run's own list still holds
         the old one). Anything not stored yet is kept as it is; never drops an item."""
         model_data = data.model_data
-        stored = messages_to_items(self.memory.messages())
+        stored = self._projected_items()
         given = list(model_data.input)
         if len(stored) >= len(given) or not stored or not given or not _same(stored[-1], given[-1]):
             return model_data
-        return ModelInputData(input=stored, instructions=model_data.instructions)  # type: ignore[arg-type]
+        return ModelInputData(input=stored, instructions=model_data.instructions)
 
     @property
     def compactions(self) -> int:
@@ -142,6 +143,21 @@ class PicontextSession:
         return self._compactions
 
     # -- helpers -------------------------------------------------------------------------------------
+
+    def _projected_items(self) -> list[Any]:
+        """`messages_to_items` of the projection, converting only messages not seen before (the
+        projection hands out the same message objects from one call to the next); every item is
+        a new dict, so a caller changing one changes nothing here."""
+        previous, seen = self._converted, {}
+        out: list[Any] = []
+        for message in self.memory.messages():
+            hit = previous.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = (message, message_to_items(message))
+            seen[id(message)] = hit
+            out.extend(dict(item) for item in hit[1])
+        self._converted = seen
+        return out
 
     def _tool_call(self, call_id: str) -> tuple[str, str] | None:
         """The stored toolCall block (id, name) for a function call output of a later write."""
@@ -157,14 +173,9 @@ class PicontextSession:
         """The usage of the run's newest model request, once (None when no new request)."""
         usage = getattr(wrapper, "usage", None)
         entries = getattr(usage, "request_usage_entries", None)
-        if not entries:
+        if not entries or entries[-1] is self._last_usage:
             return None
-        key = id(usage)
-        seen = self._usage_seen[1] if self._usage_seen[0] == key else 0
-        if len(entries) <= seen:
-            return None
-        self._usage_seen = (key, len(entries))
-        last = entries[-1]
+        last = self._last_usage = entries[-1]  # held, so its identity is never reused
         details = getattr(last, "input_tokens_details", None)
         cached = int(getattr(details, "cached_tokens", 0) or 0)
         prompt = int(last.input_tokens or 0)

@@ -203,6 +203,9 @@ def message_to_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     if converted is None:
         return []
     role = converted.get("role")
+    if role == "user" and message.get("role") != "user":
+        # A summary or custom message: plain text, which every chat template takes.
+        return [{"role": "user", "content": _text_of(converted.get("content"))}]
     if role in ("user", "system"):
         return [{"role": role, "content": _parts(converted.get("content"))}]
     if role == "toolResult":
@@ -234,6 +237,12 @@ def message_to_items(message: dict[str, Any]) -> list[dict[str, Any]]:
                 entry["id"] = item_id.split("|")[0]
             items.append(entry)
     return items
+
+
+def _text_of(content: Any) -> Any:
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return "\n".join(str(b.get("text", "")) for b in content)
+    return _parts(content)
 
 
 def messages_to_items(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
