@@ -333,8 +333,9 @@ def test_the_model_gets_a_well_formed_history_from_an_interrupted_session(server
     memory = middleware(server, cwd=str(tmp_path))
     memory.memory.append([
         {"role": "user", "content": "look two things up"},
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "lookup", "arguments": {"topic": "a"}},
-                                          {"type": "toolCall", "id": "c2", "name": "lookup", "arguments": {"topic": "b"}}]},
+        {"role": "assistant", "content": [
+            {"type": "toolCall", "id": "c1", "name": "lookup", "arguments": {"topic": "a"}},
+            {"type": "toolCall", "id": "c2", "name": "lookup", "arguments": {"topic": "b"}}]},
         {"role": "toolResult", "toolCallId": "c1", "toolName": "lookup", "content": "a is fine"},
         {"role": "user", "content": "never mind"},
         {"role": "assistant", "content": [{"type": "text", "text": "half an ans"}], "stopReason": "error",
