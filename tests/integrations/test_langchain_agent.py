@@ -212,6 +212,12 @@ def test_history_passed_back_by_the_caller_is_not_stored_twice(server: ScriptedM
                      ("assistant", "two")]
     second = server.requests[1].body["messages"]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    # A caller without history that sends its system message with every input: one prompt, stored once.
+    server.expect(agent_reply(text("three")))
+    agent.invoke({"messages": [SystemMessage("be terse"), HumanMessage("third")]})
+    assert [m["role"] for m in file_messages(memory.memory.manager)][-3:] == ["assistant", "user", "assistant"]
+    assert [m["role"] for m in server.requests[2].body["messages"]] == [
+        "system", "user", "assistant", "user", "assistant", "user"]
 
 
 def test_a_failed_model_call_is_retried_without_duplicates(server: ScriptedModelServer, tmp_path: Path) -> None:

@@ -457,8 +457,8 @@ def _ai(message: Mapping[str, Any]) -> AIMessage:
     content = _collapse_single_text(blocks)
     metadata: dict[str, Any] = {"model_name": message.get("responseModel") or message.get("model")}
     if isinstance(content, list):
-        # The blocks are LangChain's standard ones: this tells each chat model to read them so
-        # (ChatAnthropic turns `reasoning` with a signature back into `thinking`, for one).
+        # The blocks are LangChain's standard (v1) ones: this tells the chat model integrations,
+        # which translate v1 blocks into their provider's format, to read them so.
         metadata["output_version"] = "v1"
     finish = _FINISH_REASONS.get(str(message.get("stopReason")))
     if finish:
