@@ -155,7 +155,7 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         with self._lock:
             fresh = self._unstored(messages, state.get(STATE_KEY))
             if fresh:
-                self._append(fresh)
+                self._store(fresh)
 
     def _store_reply(self, response: ModelResponse[Any]) -> ExtendedModelResponse[Any]:
         messages = list(response.result)
@@ -173,7 +173,9 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         return ExtendedModelResponse(model_response=response, command=command)
 
     def _append(self, messages: Sequence[BaseMessage]) -> None:
-        pi = from_langchain_messages(messages, origin=self._origin)
+        self._store(from_langchain_messages(messages, origin=self._origin))
+
+    def _store(self, pi: list[dict[str, Any]]) -> None:
         pi = [m for m in pi if m["role"] != "system" or not self._same_prompt(m)]
         if pi:
             self.memory.append(pi)
@@ -184,8 +186,8 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         latest = next((m for m in reversed(self.memory.messages()) if m.get("role") == "system"), None)
         return latest is not None and _content_key(latest.get("content")) == _content_key(message.get("content"))
 
-    def _unstored(self, messages: list[BaseMessage], marker: Any) -> list[BaseMessage]:
-        """The thread's messages the session does not hold yet."""
+    def _unstored(self, messages: list[BaseMessage], marker: Any) -> list[dict[str, Any]]:
+        """The thread's messages the session does not hold yet, as Pi messages."""
         start = 0
         if isinstance(marker, dict) and marker.get("session") == self.session_id and marker.get("last"):
             last = marker["last"]
@@ -198,12 +200,13 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
             return []
         # Messages stored but never marked (the model call after them failed, or the caller
         # passes back history it got earlier) are the session's newest: skip that overlap.
-        keys = [_message_key(m) for m in from_langchain_messages(candidates, origin=self._origin, now_ms=0)]
+        pi = from_langchain_messages(candidates, origin=self._origin)
+        keys = [_message_key(m) for m in pi]
         tail = self._tail_keys(len(keys))
         for size in range(min(len(keys), len(tail)), 0, -1):
             if keys[:size] == tail[len(tail) - size:]:
-                return candidates[size:]
-        return candidates
+                return pi[size:]
+        return pi
 
     def _tail_keys(self, count: int) -> list[tuple[Any, ...]]:
         """Keys of the last `count` messages on the session's branch, oldest first (a walk up
