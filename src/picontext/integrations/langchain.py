@@ -56,6 +56,7 @@ from picontext.compaction.completion import Completion
 from picontext.errors import ConfigError
 from picontext.integrations.langchain_messages import Origin, from_langchain_messages, to_langchain
 from picontext.integrations.memory import ConversationMemory
+from picontext.session.convert import convert_message
 from picontext.session.projection import field_of
 
 __all__ = ["PicontextMiddleware", "PicontextState"]
@@ -263,7 +264,9 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         A turn only appends to the projection, so the pass resumes where the last one stopped
         when the last projection is a prefix of this one (compared in C, by identity); after a
         compaction or a branch move it starts over, converting only messages it has not seen."""
-        messages = self.memory.context()
+        # The projection's own messages (a summary stays the same object from turn to turn, where
+        # the converted context would make a new one): to_langchain converts the custom roles.
+        messages = self.memory.messages()
         done = self._done
         if done is not None and len(messages) >= len(done.source) and messages[:len(done.source)] == done.source:
             converted = self._converted
@@ -283,6 +286,8 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
             if hit is None or hit.source is not message:
                 hit = _Converted(message)
             converted[key] = hit
+            if hit.role is None:
+                continue  # never reaches a model (a shell command run with `!!`)
             if hit.role == "assistant":
                 if pending:
                     close()
@@ -322,7 +327,8 @@ class _Converted:
     def __init__(self, source: dict[str, Any]) -> None:
         self.source = source  # held, so that its id() is not reused while cached
         self.message = to_langchain(source)
-        self.role = source.get("role")
+        llm = convert_message(source)
+        self.role = llm.get("role") if llm is not None else None
         self.failed = self.role == "assistant" and source.get("stopReason") in ("error", "aborted")
         self.calls = {str(b.get("id")): str(b.get("name", "")) for b in source.get("content") or ()
                       if self.role == "assistant" and isinstance(b, dict) and b.get("type") == "toolCall"}
