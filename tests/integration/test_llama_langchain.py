@@ -20,7 +20,7 @@ from langchain_openai import ChatOpenAI
 from llama_fixture import serve_llama
 
 from picontext.integrations.langchain import PicontextMiddleware
-from picontext.testing.llama_server import SAMPLING, LlamaServer
+from support.llama_server import SAMPLING, LlamaServer
 
 N_CTX = 2048
 WINDOW = 900  # the window declared in models.json: compaction comes after a few turns, not dozens
