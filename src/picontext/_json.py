@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import orjson
@@ -132,6 +133,18 @@ def _string_char(c: str) -> str:
     return orjson.dumps(c).decode()[1:-1]
 
 
+def _is_view(value: Any) -> bool:
+    """A read-only sequence handed out instead of a list (the projection's `PrefixView`)."""
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | memoryview)
+
+
+def _view_items(value: Any) -> list[Any]:
+    """orjson's `default`: a read-only sequence is written as the list it reads as."""
+    if _is_view(value):
+        return list(value)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
 def js_stringify(value: Any) -> str:
     """JSON.stringify(value) exactly, for JSON-shaped values (dict keys must be strings)."""
     parts: list[str] = []
@@ -159,7 +172,7 @@ def _write(value: Any, out: Any) -> None:
             out(":")
             _write(value[key], out)
         out("}")
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, list | tuple) or _is_view(value):
         out("[")
         for i, item in enumerate(value):
             if i:
@@ -191,7 +204,7 @@ def _clean(out: bytes) -> bool:
 def dumps(value: Any) -> bytes:
     """Serialize like JSON.stringify: compact, non-ASCII raw, keys in JavaScript's order."""
     try:
-        out = orjson.dumps(value)
+        out = orjson.dumps(value, default=_view_items)
     except TypeError:  # lone surrogates, integers beyond 64 bits
         return js_stringify(value).encode("utf-8")
     if out[0] not in _NUMBER_START and _clean(out):
@@ -204,7 +217,7 @@ def dumps_joined(values: list[Any]) -> bytes:
     for JavaScript-only formats once over the whole text (a match in one value's text is a match
     in the whole; each value follows a "[" or "," there, so bare numbers are checked too)."""
     try:
-        out = orjson.dumps(values)
+        out = orjson.dumps(values, default=_view_items)
     except TypeError:  # lone surrogates, integers beyond 64 bits, nesting too deep for orjson
         return b",".join(map(dumps, values))
     if _clean(out):

@@ -67,7 +67,7 @@ def _apply(sm: SessionManager, op: str, pick: int, i: int) -> None:
 
 
 def _dump(value: object) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=list)  # views are written as lists
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
