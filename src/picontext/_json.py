@@ -183,18 +183,65 @@ def _write(value: Any, out: Any) -> None:
         out(orjson.dumps(value).decode())
 
 
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_FLOAT_END = re.compile(rb"\.0[,}\]]")  # starts with a literal: searched at C speed
-_ZERO_SUSPECT = re.compile(rb'0(?:":|e|0{15})')  # on the digits-made-0 copy: one pass, not three
+# Every digit made a 0, `{[` made a `,` and `}` a `]`: each match of `_SUSPECT` then leaves a
+# mark that a substring search finds (a match starts on `,` or `:`).
+_SHAPES = bytes.maketrans(b"123456789{[}", b"000000000,,]")
+_ZERO, _DOT, _MINUS, _QUOTE = b"0"[0], b"."[0], b"-"[0], b'"'[0]
+_STARTS = frozenset(b",:")
+
+
+def _after_digits(shapes: bytes, at: int) -> int:
+    """Index of the first character before the run of 0s ending just before `at` (-1: none)."""
+    while at > 0 and shapes[at - 1] == _ZERO:
+        at -= 1
+    return at - 1
+
+
+def _number_before(shapes: bytes, at: int) -> bool:
+    """Whether `shapes[:at]` ends with `[,:]-?0+(.0+)?`: a number that `_SUSPECT` would start on."""
+    i = _after_digits(shapes, at)
+    if i + 1 == at:
+        return False  # no digit
+    if i >= 0 and shapes[i] == _DOT:
+        j = _after_digits(shapes, i)
+        if j + 1 == i:
+            return False
+        i = j
+    if i >= 0 and shapes[i] == _MINUS:
+        i -= 1
+    return i >= 0 and shapes[i] in _STARTS
+
+
+def _key_before(shapes: bytes, at: int) -> bool:
+    """Whether `shapes[:at]` ends with `,"0+` or `:"0+`: a key made of digits that `_SUSPECT` would
+    start on."""
+    i = _after_digits(shapes, at)
+    return i + 1 < at and i >= 1 and shapes[i] == _QUOTE and shapes[i - 1] in _STARTS
+
+
+def _found(shapes: bytes, mark: bytes, test: Any) -> bool:
+    at = shapes.find(mark)
+    while at >= 0:
+        if test(at):
+            return True
+        at = shapes.find(mark, at + 1)
+    return False
 
 
 def _may_be_suspect(out: bytes) -> bool:
-    """False only when `_SUSPECT` cannot match `out`: every match contains a digit followed by
-    `":` or `e`, sixteen digits, or `.0` and a closing `,}]`. Searches that begin with a literal
-    (on a copy with every digit made a 0) run several times faster than `_SUSPECT` over long texts."""
-    if _FLOAT_END.search(out) is not None:
+    """False only when `_SUSPECT` cannot match `out`. On one translated copy (`_SHAPES`), every
+    match leaves: sixteen 0s (an integer beyond 2^53); `0e` after a number (an exponent); `0":`
+    after `,"0+` (an index key); `.0` and a `,]` where the text has `.0` (a float written with
+    `.0`). Substring searches find the candidates at memory speed, where the regex takes seconds
+    over a large text; text that only looks alike (hex ids like `3e1`) is ruled out cheaply."""
+    shapes = out.translate(_SHAPES)
+    if b"0000000000000000" in shapes:
         return True
-    return _ZERO_SUSPECT.search(out.translate(_DIGITS_TO_ZERO)) is not None
+    if _found(shapes, b"0e", lambda at: _number_before(shapes, at + 1)):
+        return True
+    if _found(shapes, b'0":', lambda at: _key_before(shapes, at + 1)):
+        return True
+    return any(_found(shapes, mark, lambda at: out[at + 1] == _ZERO) for mark in (b".0,", b".0]"))
 
 
 def _clean(out: bytes) -> bool:
@@ -223,6 +270,20 @@ def dumps_joined(values: list[Any]) -> bytes:
     if _clean(out):
         return out[1:-1]
     return b",".join(map(dumps, values))
+
+
+def dumps_lines(values: list[Any]) -> list[bytes]:
+    """`[dumps(v) for v in values]`, with the JavaScript-only formats looked for once over all
+    of them (joined by newlines, which no suspect pattern spans) instead of once per value; only
+    when that finds something is each value checked on its own."""
+    try:
+        outs = [orjson.dumps(v, default=_view_items) for v in values]
+    except TypeError:
+        return [dumps(v) for v in values]
+    if not any(out[0] in _NUMBER_START for out in outs) and not _may_be_suspect(b"\n".join(outs)):
+        return outs
+    return [out if out[0] not in _NUMBER_START and _clean(out) else dumps(v)
+            for out, v in zip(outs, values, strict=True)]
 
 
 def dumps_line(value: Any) -> bytes:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from picontext._gc import gc_paused
 from picontext.cli.loading import LoadedSession, load_session
 from picontext.cli.main import CliError, described
 from picontext.viewer.model import build_view
-from picontext.viewer.page import render_page
+from picontext.viewer.page import pack_in_background, render_page
 
 
 def register(sub: Any) -> None:
@@ -41,13 +43,19 @@ def export_html(session: LoadedSession, leaf: str | None = None) -> str:
     """The page for a loaded session (also used by `/export` in the chat)."""
     if leaf is not None:
         session.resolve_leaf(leaf)
-    meta, lines = build_view(session.file_entries, leaf, file_name=os.path.basename(session.path))
-    return render_page(meta, lines)
+    packing: list[Callable[[], str]] = []
+    meta, lines = build_view(session.file_entries, leaf, file_name=os.path.basename(session.path),
+                             on_lines=lambda lines: packing.append(pack_in_background(lines)))
+    return render_page(meta, lines, packed=packing[0]() if packing else None)
 
 
 def write_export(path: str, leaf: str | None, output: str | None) -> str:
     """Export the session file at `path`; returns where the page went ("-" for stdout)."""
-    page = export_html(load_session(path), leaf)
+    # One collector pause for the whole read and build: the parsed session is gone (freed by
+    # reference counting) when the collector runs again, instead of being rescanned after each
+    # step (measured ~1 s of a 100k-entry export).
+    with gc_paused():
+        page = export_html(load_session(path), leaf)
     out = output or default_output(path)
     if out == "-":
         sys.stdout.write(page)

@@ -44,6 +44,7 @@ COMMAND_OWNERS = {
     "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
     "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
     "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
+    "export": "export_cmds", "serve": "serve_cmds",
 }
 
 

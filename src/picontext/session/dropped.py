@@ -9,20 +9,24 @@ longer sees as written:
 * `replaced`  — shown with other content by a `context_edit` (masks, redactions).
 
     dropped_entries(manager)     -> [DroppedEntry]   newest last
+    dropped_on(branch, projection) the same from a branch and its projection (the viewer's walk)
     entry_text(entry)            -> the entry's original text, as the model once saw it
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from picontext.session.projection import collect_edits, field_of
+from picontext.session.projection import SessionProjection, collect_edits, field_of
 
-__all__ = ["DroppedEntry", "dropped_entries", "entry_text", "find_dropped"]
+__all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "entry_text", "find_dropped"]
 
 _CONTENT_TYPES = ("message", "custom_message")
+# json.dumps(value, ensure_ascii=False), without building an encoder per call.
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,7 @@ def _blocks_text(content: Any) -> list[str]:
             out.append(f"[thinking] {block.get('thinking', '')}")
         elif kind == "toolCall":
             out.append(f"[tool call {block.get('name')} {block.get('id', '')}] "
-                       f"{json.dumps(block.get('arguments'), ensure_ascii=False)}")
+                       f"{_ARGUMENTS(block.get('arguments'))}")
         elif kind == "image":
             out.append("[image]")
     return out
@@ -89,14 +93,22 @@ def entry_text(entry: Any) -> str:
 
 
 def _preview(text: str, width: int = 80) -> str:
-    flat = " ".join(text.split())
+    """The text on one line (whitespace runs made one space), cut to `width` with "…"."""
+    # The flattened start of a text is the start of the flattened text: flatten only as much of
+    # a long text (a tool result) as can show, when that is already too long to show whole.
+    flat = " ".join(text[: width * 4].split())
+    if len(flat) <= width and len(text) > width * 4:
+        flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def dropped_entries(manager: Any) -> list[DroppedEntry]:
     """Entries of the current branch that the model no longer sees as written, oldest first."""
-    branch = manager.get_branch()
-    projection = manager.build_session_projection()
+    return dropped_on(manager.get_branch(), manager.build_session_projection())
+
+
+def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[DroppedEntry]:
+    """`dropped_entries` of a root-first `branch` whose projection is `projection`."""
     visible = {field_of(item.source_entry, "id") for item in projection.entries if item.messages}
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)

@@ -9,7 +9,7 @@ Leaf moves drop the cache, which is rebuilt on next use. `projection()` hands ou
 O(1) (read-only `PrefixView`s, no copies), whatever the length of the context.
 
 Rebuilding touches only what the result needs: the path is walked on the tree index, the model
-and thinking level come from the last entries that set them (`projection.settings_from_end`),
+and thinking level come from the last entries that set them (`projection.setting_entries_from_end`),
 and only the folded context entries are parsed (entries of a large file are parsed lazily, see
 `store.RawLine`). `tests/session/test_live_projection.py` holds the result equal to the pure
 pipeline (`projection.build_session_projection`) after every append of long random sequences.
@@ -27,11 +27,11 @@ from picontext.session.projection import (
     Entry,
     ProjectedContext,
     SessionProjection,
-    field_of,
     fold_bounds,
     folds_away,
     hashable,
-    settings_from_end,
+    setting_entries_from_end,
+    settings_of,
 )
 
 
@@ -57,7 +57,11 @@ class LiveProjection:
         self._path_id_set: set[Any] | None = None  # the same ids as a set, for on_path
         self._path_pos: dict[Any, int] | None = None  # id -> first position on the path, built on first use
         self.last_compaction: int | None = None  # path position of the newest compaction
-        self._settings = ContextSettings()
+        # The last entries that set the thinking level and the model; the settings are derived
+        # from them when asked (most appends are assistant messages, each setting the model).
+        self._thinking_entry: Entry | None = None
+        self._model_entry: Entry | None = None
+        self._settings: ContextSettings | None = None
         self._context = ProjectedContext()
 
     def invalidate(self) -> None:
@@ -74,7 +78,8 @@ class LiveProjection:
         self._path_id_set = None
         self._path_pos = None
         types = view.types_of(path)
-        self._settings = self._settings_of(view, path, types)
+        self._thinking_entry, self._model_entry = self._setting_entries(view, path, types)
+        self._settings = None
         last_compaction = next((pos for pos in range(len(path) - 1, -1, -1) if types[pos] == "compaction"), None)
         self.last_compaction = last_compaction
         if last_compaction is None:
@@ -84,7 +89,7 @@ class LiveProjection:
         self.valid = True
 
     @staticmethod
-    def _settings_of(view: EntryView, path: list[int], types: list[Any]) -> ContextSettings:
+    def _setting_entries(view: EntryView, path: list[int], types: list[Any]) -> tuple[Entry | None, Entry | None]:
         # list.index on the reversed types runs in C; only the entries found are parsed.
         backwards = types[::-1]
         last = len(path) - 1
@@ -96,8 +101,8 @@ class LiveProjection:
             return next((pos for pos in range(last, after, -1)
                          if types[pos] == "message" and view.role_of(path[pos]) == "assistant"), -1)
 
-        return settings_from_end(last_of("thinking_level_change"), last_of("model_change"), last_assistant_after,
-                                 lambda pos: view.entry(path[pos]))
+        return setting_entries_from_end(last_of("thinking_level_change"), last_of("model_change"),
+                                        last_assistant_after, lambda pos: view.entry(path[pos]))
 
     def _fold(self, compaction: Entry) -> list[Entry]:
         """`projection.fold_path` of the path, reading the types and roles of the kept part
@@ -117,21 +122,31 @@ class LiveProjection:
         """Extend the path by `entry` (a child of the current leaf, at `index` in the view)."""
         position = len(self._path)
         self._path.append(index)
-        entry_id = field_of(entry, "id")
+        kind, entry_id = (entry.get("type"), entry.get("id")) if type(entry) is dict else (None, None)
         self._path_ids.append(entry_id)
         if self._path_id_set is not None and hashable(entry_id):
             self._path_id_set.add(entry_id)
         if self._path_pos is not None and hashable(entry_id):
             self._path_pos.setdefault(entry_id, position)
-        self._settings.update(entry)
-        if field_of(entry, "type") == "compaction":
+        if kind == "message":
+            message = entry.get("message")
+            if type(message) is dict and message.get("role") == "assistant":
+                self._model_entry, self._settings = entry, None
+            self._context.append(entry)
+        elif kind == "compaction":
             self.last_compaction = position
             self._context.reset(self._fold(entry))
         else:
+            if kind == "thinking_level_change":
+                self._thinking_entry, self._settings = entry, None
+            elif kind == "model_change":
+                self._model_entry, self._settings = entry, None
             self._context.append(entry)
 
     def projection(self) -> SessionProjection:
         """The projection of the path, in O(1): read-only views, never copies."""
+        if self._settings is None:
+            self._settings = settings_of(self._thinking_entry, self._model_entry)
         return self._context.view(self._settings)
 
     @property

@@ -489,22 +489,17 @@ class ProjectedContext:
         """Add the next (non-compaction) entry of the path to the context."""
         position = len(self.entries)
         self.entries.append(entry)
-        if type(entry) is dict and entry.get("type") == "context_edit":
-            if self._edit_count is not None:
-                self._edit_count += 1
-            target = entry.get("targetId")
-            if hashable(target):
-                self._edits[target] = entry
-                retarget = [i for i in self._positions_of(target) if i < position]
-                if retarget:
-                    if self._shared:  # views hold the old list: change a copy
-                        self._projected = list(self._projected)
-                        self._shared = False
-                    projected, context, edits = self._projected, self.entries, self._edits
-                    for i in retarget:
-                        projected[i] = ProjectedEntry(context[i], project_context_entry(context[i], i, edits))
-                    self._stale = True
-        messages = project_context_entry(entry, position, self._edits)
+        messages: list[Any] | None = None
+        if type(entry) is dict:
+            kind = entry.get("type")
+            if kind == "message":
+                message = entry.get("message")
+                if type(message) is dict and message.get("content") is not None and not self._edited(entry):
+                    messages = [message]  # the common case (project_context_entry's first rule), inline
+            elif kind == "context_edit":
+                self._retarget(entry, position)
+        if messages is None:
+            messages = project_context_entry(entry, position, self._edits)
         self._projected.append(ProjectedEntry(entry, messages))
         if self._positions is not None:
             key = field_of(entry, "id")
@@ -512,6 +507,31 @@ class ProjectedContext:
                 self._positions.setdefault(key, []).append(position)
         if not self._stale:
             self._messages.extend(messages)
+
+    def _edited(self, entry: dict[str, Any]) -> bool:
+        if not self._edits:
+            return False
+        key = entry.get("id")
+        return hashable(key) and key in self._edits
+
+    def _retarget(self, edit: dict[str, Any], position: int) -> None:
+        """Take in the context edit at `position`: re-project the earlier entries it targets."""
+        if self._edit_count is not None:
+            self._edit_count += 1
+        target = edit.get("targetId")
+        if not hashable(target):
+            return
+        self._edits[target] = edit
+        retarget = [i for i in self._positions_of(target) if i < position]
+        if not retarget:
+            return
+        if self._shared:  # views hold the old list: change a copy
+            self._projected = list(self._projected)
+            self._shared = False
+        projected, context, edits = self._projected, self.entries, self._edits
+        for i in retarget:
+            projected[i] = ProjectedEntry(context[i], project_context_entry(context[i], i, edits))
+        self._stale = True
 
     def view(self, settings: ContextSettings | None = None) -> SessionProjection:
         """The projection now, in O(1) (see the class docstring)."""
@@ -544,22 +564,33 @@ class ProjectedContext:
         return self._projected[-1].messages if self._projected else []
 
 
-def settings_from_end(thinking_at: int, model_change_at: int, last_assistant_after: Callable[[int], int],
-                      entry_at: Callable[[int], Entry]) -> ContextSettings:
-    """`get_context_settings` of a path from its last entries of each kind (last writer wins):
+def settings_of(thinking: Entry | None, model: Entry | None) -> ContextSettings:
+    """The settings of a path whose last thinking_level_change is `thinking` and whose last
+    model-setting entry (model_change or assistant message) is `model` (None: none)."""
+    settings = ContextSettings()
+    if thinking is not None:
+        settings.update(thinking)
+    if model is not None:
+        settings.update(model)  # sets only the model
+    return settings
+
+
+def setting_entries_from_end(thinking_at: int, model_change_at: int, last_assistant_after: Callable[[int], int],
+                             entry_at: Callable[[int], Entry]) -> tuple[Entry | None, Entry | None]:
+    """The entries `settings_of` needs, found from the end of a path (last writer wins):
     `thinking_at` and `model_change_at` are the path indexes of the last thinking_level_change
     and model_change (-1: none); `last_assistant_after(i)` the index of the last assistant
     message after `i` (-1: none); `entry_at(i)` the entry at a path index. Only those entries
     are read, so a path of unparsed lines stays unparsed."""
-    settings = ContextSettings()
-    if thinking_at >= 0:
-        settings.update(entry_at(thinking_at))
     model_at = max(model_change_at, last_assistant_after(model_change_at))
-    if model_at >= 0:
-        model_only = ContextSettings()
-        model_only.update(entry_at(model_at))
-        settings.model = model_only.model
-    return settings
+    return (entry_at(thinking_at) if thinking_at >= 0 else None, entry_at(model_at) if model_at >= 0 else None)
+
+
+def settings_from_end(thinking_at: int, model_change_at: int, last_assistant_after: Callable[[int], int],
+                      entry_at: Callable[[int], Entry]) -> ContextSettings:
+    """`get_context_settings` of a path from its last entries of each kind
+    (`setting_entries_from_end`)."""
+    return settings_of(*setting_entries_from_end(thinking_at, model_change_at, last_assistant_after, entry_at))
 
 
 def project_path(path: Sequence[Entry], *, with_settings: bool = True) -> SessionProjection:

@@ -10,7 +10,8 @@
   100k-entry session costs the browser one string split, not 100k objects or DOM nodes.
 
 Everything is computed by the same functions the CLI uses (`session.dropped`, `compaction.tokens`,
-`session.projection`, the manager's tree and labels); the page only shows it.
+`session.projection`, the manager's tree and labels), in one walk along the branch over one
+incremental projection (`timeline.py`); the page only shows it.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from picontext.ai.models import ModelCatalog, default_catalog
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import PicontextError
-from picontext.session.dropped import dropped_entries, entry_text
+from picontext.session.dropped import dropped_on, entry_text
 from picontext.session.manager import SessionManager
-from picontext.session.projection import field_of, fold_path, hashable
-from picontext.viewer.timeline import build_timeline
+from picontext.session.projection import field_of, hashable
+from picontext.viewer.timeline import Timeline, build_timeline
 
 __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview"]
 
@@ -103,35 +104,59 @@ def _add_usage(row: dict[str, Any], usage: Any) -> None:
         row["cost"] = row.get("cost", 0) + cost["total"]
 
 
-def _models_table(entries: list[Any]) -> list[dict[str, Any]]:
+class _ModelsTable:
     """Tokens and cost per model over the whole file; the extra rows make the total equal `stats`."""
-    rows: dict[str, dict[str, Any]] = {}
 
-    def row(name: str) -> dict[str, Any]:
-        return rows.setdefault(name, {"model": name, "calls": 0})
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, Any]] = {}
 
-    for entry in entries:
-        kind = field_of(entry, "type")
+    def _count(self, name: str, usage: Any) -> None:
+        r = self.rows.get(name)
+        if r is None:
+            r = self.rows[name] = {"model": name, "calls": 0}
+        r["calls"] += 1
+        _add_usage(r, usage)
+
+    def add(self, entry: Any, kind: Any, message: Any, role: Any) -> None:
+        """One entry of the file: its type, and for a `message` entry its message and role."""
         if kind == "message":
-            message = entry.get("message")
-            role = field_of(message, "role")
             if role == "assistant":
-                r = row(f"{message.get('provider', '?')}/{message.get('model', '?')}")
-                r["calls"] += 1
-                _add_usage(r, message.get("usage"))
+                self._count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
             elif role == "toolResult" and isinstance(message.get("usage"), dict):
-                r = row("(inside tool results)")
-                r["calls"] += 1
-                _add_usage(r, message.get("usage"))
+                self._count("(inside tool results)", message.get("usage"))
         elif kind == "usage":
-            r = row(f"{entry.get('provider', '?')}/{entry.get('model', '?')}")
-            r["calls"] += 1
-            _add_usage(r, entry.get("usage"))
+            self._count(f"{entry.get('provider', '?')}/{entry.get('model', '?')}", entry.get("usage"))
         elif kind in ("compaction", "branch_summary") and isinstance(entry.get("usage"), dict):
-            r = row("(compaction summaries)" if kind == "compaction" else "(branch summaries)")
-            r["calls"] += 1
-            _add_usage(r, entry.get("usage"))
-    return sorted(rows.values(), key=lambda r: -r.get("cost", 0))
+            self._count("(compaction summaries)" if kind == "compaction" else "(branch summaries)", entry.get("usage"))
+
+    def table(self) -> list[dict[str, Any]]:
+        return sorted(self.rows.values(), key=lambda r: -r.get("cost", 0))
+
+
+def _entry_columns(entries: list[Any], previews: dict[int, str]) -> dict[str, Any]:
+    """The per-entry columns of the meta (file order) and the models table, in one pass."""
+    ids: list[str] = []
+    kinds: list[str] = []
+    roles: list[str] = []
+    flags: list[int] = []
+    shown: list[str] = []
+    models = _ModelsTable()
+    for i, entry in enumerate(entries):
+        if type(entry) is dict:
+            kind, entry_id = entry.get("type"), entry.get("id")
+            message = entry.get("message") if kind == "message" else None
+            role = message.get("role") if type(message) is dict else None
+        else:
+            kind = entry_id = message = role = None
+        ids.append(entry_id if type(entry_id) is str else _json.dumps(entry_id).decode())
+        kinds.append(str(kind))
+        roles.append(str(role or "") if kind == "message" else "")
+        flags.append(_flags(entry) if role == "assistant" else 0)
+        shown.append(previews[i] if i in previews else entry_preview(entry))
+        if kind is not None:
+            models.add(entry, kind, message, role)
+    return {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
+            "models": models.table()}
 
 
 def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
@@ -157,46 +182,53 @@ def _window_lookup(catalog: ModelCatalog | None) -> Callable[[str, str], int | N
 
 
 def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
-               catalog: ModelCatalog | None = None,
-               settings: CompactionSettings | None = None) -> tuple[dict[str, Any], list[bytes]]:
-    """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf)."""
+               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
+               on_lines: Callable[[list[bytes]], None] | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf).
+    `on_lines` is called with the lines as soon as they are made, before the meta (the export
+    packs them meanwhile: `page.pack_in_background`)."""
     with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
-        return _build_view(file_entries, leaf, file_name, catalog, settings)
+        return _build_view(file_entries, leaf, file_name, catalog, settings, on_lines)
 
 
 def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catalog: ModelCatalog | None,
-                settings: CompactionSettings | None) -> tuple[dict[str, Any], list[bytes]]:
+                settings: CompactionSettings | None,
+                on_lines: Callable[[list[bytes]], None] | None) -> tuple[dict[str, Any], list[bytes]]:
     header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
     manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
     if leaf is not None:
         manager.branch(leaf)
     entries = manager.get_entries()
+    lines = _json.dumps_lines(entries)
+    if on_lines is not None:
+        on_lines(lines)
     position = {id(e): i for i, e in enumerate(entries)}
-    ids = [field_of(e, "id") for e in entries]
-    ids = [x if isinstance(x, str) else _json.dumps(x).decode() for x in ids]
 
     order, prefix, labels = _tree_rows(manager, position)
     branch = manager.get_branch()
     branch_index = [position[id(e)] for e in branch]
     leaf_index = branch_index[-1] if branch_index else None
 
+    catalog = catalog if catalog is not None else _safe_catalog()
+    # One walk along the branch, over one incremental projection: the plot, each compaction's
+    # summarized entries, and the branch's projection that `dropped` reads.
+    timeline = build_timeline(branch, _window_lookup(catalog))
+
     on_branch = {field_of(e, "id"): i for e, i in zip(branch, branch_index, strict=True) if hashable(field_of(e, "id"))}
-    dropped_list = dropped_entries(manager)
+    dropped_list = dropped_on(branch, timeline.projection)
     dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
                 on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_list]
     # Most entries of a long session are dropped ones: their preview is the one `dropped` made.
     previews: dict[int, str] = {row[0]: d.preview for row, d in zip(dropped, dropped_list, strict=True)}
 
-    catalog = catalog if catalog is not None else _safe_catalog()
     last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"), None)
     if settings is None:
         try:
             settings = load_compaction_settings(None, _model_ref(last_model))
         except PicontextError:
             settings = CompactionSettings()
-    timeline = build_timeline(branch, _window_lookup(catalog))
-
     compactions = _compactions(branch, timeline, position)
+    columns = _entry_columns(entries, previews)
 
     models: dict[str, int] = {}
     meta = {
@@ -204,12 +236,11 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
         "file": file_name,
         "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
         "name": manager.get_session_name(),
-        "ids": ids,
-        "kinds": _codes([str(field_of(e, "type")) for e in entries]),
-        "roles": _codes([str(field_of(field_of(e, "message"), "role") or "") if field_of(e, "type") == "message"
-                         else "" for e in entries]),
-        "flags": [_flags(e) for e in entries],
-        "previews": [previews[i] if i in previews else entry_preview(e) for i, e in enumerate(entries)],
+        "ids": columns["ids"],
+        "kinds": columns["kinds"],
+        "roles": columns["roles"],
+        "flags": columns["flags"],
+        "previews": columns["previews"],
         "order": order,
         "prefix": prefix,
         "labels": labels,
@@ -226,9 +257,8 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
             "overflows": [branch_index[p] for p in timeline.overflows],
             "settings": settings.to_json(),
         },
-        "models": _models_table(entries),
+        "models": columns["models"],
     }
-    lines = [_json.dumps(e) for e in entries]
     return meta, lines
 
 
@@ -257,7 +287,7 @@ def _tree_rows(manager: SessionManager, position: dict[int, int]) -> tuple[list[
     return order, prefix, labels
 
 
-def _compactions(branch: list[Any], timeline: Any, position: dict[int, int]) -> list[dict[str, Any]]:
+def _compactions(branch: list[Any], timeline: Timeline, position: dict[int, int]) -> list[dict[str, Any]]:
     """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
     first_at: dict[Any, int] = {}
     for pos, e in enumerate(branch):
@@ -265,23 +295,15 @@ def _compactions(branch: list[Any], timeline: Any, position: dict[int, int]) -> 
         if hashable(key):
             first_at.setdefault(key, pos)
     out = []
-    previous_from = 0
     for mark in timeline.compactions:
         pos, entry = mark.position, branch[mark.position]
-        # The context just before and just after the compaction; folding from the previous
-        # compaction's kept part gives what folding the whole prefix gives, in linear total time.
-        before = fold_path(branch[previous_from:pos])
-        after = {id(e) for e in fold_path(branch[mark.fold_from: pos + 1])}
-        previous_from = mark.fold_from
-        summarized = [position[id(e)] for e in before
-                      if id(e) not in after and field_of(e, "type") in _CONTENT
-                      and field_of(field_of(e, "message"), "role") != "system"]
         first_kept = entry.get("firstKeptEntryId")
         kept_pos = first_at.get(first_kept) if hashable(first_kept) else None
         kept_at = position[id(branch[kept_pos])] if kept_pos is not None and kept_pos < pos else None
         out.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
                     "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
-                    "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
+                    "firstKeptIndex": kept_at, "ledger": _ledger(entry),
+                    "summarized": [position[id(e)] for e in mark.summarized],
                     "details": entry.get("details") if isinstance(entry.get("details"), dict) else None,
                     "usage": entry.get("usage") if isinstance(entry.get("usage"), dict) else None})
     return out

@@ -14,13 +14,15 @@ import base64
 import gzip
 import hashlib
 import html
+import threading
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from picontext import __version__, _json
 
-__all__ = ["embed_json", "pack", "render_page"]
+__all__ = ["embed_json", "pack", "pack_in_background", "render_page"]
 
 
 def pack(data: bytes) -> str:
@@ -28,6 +30,31 @@ def pack(data: bytes) -> str:
 
     Level 3: a 90 MB session packs in ~2.5 s to 14 MB; level 6 takes ~4x longer for 12 MB."""
     return base64.b64encode(gzip.compress(data, compresslevel=3, mtime=0)).decode("ascii")
+
+
+def pack_in_background(lines: list[bytes]) -> Callable[[], str]:
+    """`pack` of the lines joined by newlines, started now in a thread (zlib compresses without
+    holding the GIL, so it runs beside the work that builds the meta); the returned function
+    waits for it and returns it (or raises what the packing raised)."""
+    done: list[str] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(pack(b"\n".join(lines)))
+        except BaseException as exc:  # handed to the caller, who waits for the result
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="picontext-pack", daemon=True)
+    thread.start()
+
+    def result() -> str:
+        thread.join()
+        if failed:
+            raise failed[0]
+        return done[0]
+
+    return result
 
 
 _ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"),
@@ -47,8 +74,10 @@ def _asset(name: str) -> str:
     return resources.files("picontext.viewer").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | None = None, stamp: str = "") -> str:
-    """The page; with `live_url` it polls that URL (same origin) and redraws when the session grows."""
+def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | None = None, stamp: str = "",
+                packed: str | None = None) -> str:
+    """The page; with `live_url` it polls that URL (same origin) and redraws when the session grows.
+    `packed`: `pack` of the lines, when the caller has it already (`pack_in_background`)."""
     script = _asset("viewer.js")
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     connect = "'self'" if live_url else "'none'"
@@ -64,4 +93,5 @@ def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | Non
         page = page.replace("{{" + key + "}}", value)
     head, _, rest = page.partition("{{META}}")
     middle, _, tail = rest.partition("{{LINES}}")
-    return "".join((head, embed_json(_json.dumps(meta)), middle, pack(b"\n".join(lines)), tail))
+    data = packed if packed is not None else pack(b"\n".join(lines))
+    return "".join((head, embed_json(_json.dumps(meta)), middle, data, tail))
