@@ -443,19 +443,44 @@ class BranchEstimate:
         pos = len(self.path)
         self.path.append(entry)
         live = self.live
-        kind, key = (entry.get("type"), entry.get("id")) if type(entry) is dict else (None, None)
-        if kind == "compaction":
+        kind = entry.get("type") if type(entry) is dict else None
+        if kind in _CONTENT:
+            live.append(entry, pos)
+            key = entry.get("id")
+            if self._edit_targets and hashable(key) and key in self._edit_targets:
+                self._sum(live.newest_messages())
+                self._anchor = None  # an edit written before its target: let the estimator sort it out
+                self._exotic = True
+                return
+            # The messages this entry adds (no edit applies to it: none targeted it so far), each
+            # estimated once and remembered for the re-sums after compactions and edits.
+            seen = self._seen
+            for m in live.newest_messages():
+                tokens = estimate_tokens(m)
+                seen[id(m)] = (m, tokens)
+                role = m.get("role") if type(m) is dict else None
+                if role == "system":
+                    self._system_stale = True
+                else:
+                    self._others += tokens
+                usage = get_assistant_usage(m) if role == "assistant" else None
+                if usage is not None:
+                    self._anchor, self._trailing, self._exotic = calculate_context_tokens(usage), 0, False
+                else:
+                    self._trailing += tokens
+        elif kind == "compaction":
             live.append(entry, pos)
             self._others = 0
             self._system_stale = True  # system messages may have left with the folded part
             self._sum(live.projection().messages)
             self._anchor = None
+            key = entry.get("id")
             kept = entry.get("firstKeptEntryId")
-            kept_at = live.path_position(kept) if hashable(kept) else None
+            kept_at = live.first_position(kept) if hashable(kept) else None
             # A compaction whose id repeats an earlier one is folded at that earlier place: start over.
-            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.path_position(key) == pos else 0
-            return
-        if kind == "context_edit":
+            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.first_position(key) == pos else 0
+        elif kind == "context_edit":
+            key = entry.get("id")
             target = entry.get("targetId")
             replaced = live.messages_of(target)
             live.append(entry, pos)
@@ -469,25 +494,5 @@ class BranchEstimate:
             self._anchor = None
             if hashable(target):
                 self._edit_targets.add(target)
-            return
-        live.append(entry, pos)
-        if kind not in _CONTENT:
-            return
-        if key in self._edit_targets if hashable(key) else False:
-            self._sum(live.newest_messages())
-            self._anchor = None  # an edit written before its target: let the estimator sort it out
-            self._exotic = True
-            return
-        # The messages this entry adds (no edit applies to it: none targeted it so far).
-        for m in live.newest_messages():
-            tokens = self._estimate(m)
-            role = m.get("role") if type(m) is dict else None
-            if role == "system":
-                self._system_stale = True
-            else:
-                self._others += tokens
-            usage = get_assistant_usage(m) if role == "assistant" else None
-            if usage is not None:
-                self._anchor, self._trailing, self._exotic = calculate_context_tokens(usage), 0, False
-            else:
-                self._trailing += tokens
+        else:
+            live.append(entry, pos)

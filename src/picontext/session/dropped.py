@@ -22,7 +22,7 @@ from typing import Any
 
 from picontext.session.projection import SessionProjection, collect_edits, field_of
 
-__all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "entry_text", "find_dropped"]
+__all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "entry_text", "find_dropped", "one_line"]
 
 _CONTENT_TYPES = ("message", "custom_message")
 # json.dumps(value, ensure_ascii=False), without building an encoder per call.
@@ -92,14 +92,20 @@ def entry_text(entry: Any) -> str:
     return "\n".join(parts)
 
 
-def _preview(text: str, width: int = 80) -> str:
-    """The text on one line (whitespace runs made one space), cut to `width` with "…"."""
-    # The flattened start of a text is the start of the flattened text: flatten only as much of
-    # a long text (a tool result) as can show, when that is already too long to show whole.
-    flat = " ".join(text[: width * 4].split())
-    if len(flat) <= width and len(text) > width * 4:
-        flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+def one_line(text: str, width: int = 80, limit: int | None = None) -> str:
+    """`text` (its first `limit` characters; None: all) on one line, whitespace runs made one
+    space, cut to `width` with "…"."""
+    # The flattened start of a text is the start of the flattened text: flatten a short start
+    # first and more only while what is flattened still fits (a tool result need not be split whole).
+    end = len(text) if limit is None else min(limit, len(text))
+    n = min(end, 2 * width)
+    while True:
+        flat = " ".join(text[:n].split())
+        if len(flat) > width:
+            return flat[: width - 1] + "…"
+        if n >= end:
+            return flat
+        n = min(end, 4 * n)
 
 
 def dropped_entries(manager: Any) -> list[DroppedEntry]:
@@ -114,9 +120,10 @@ def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[Dro
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
     out: list[DroppedEntry] = []
     for entry in branch:
-        if field_of(entry, "type") not in _CONTENT_TYPES:
+        kind = entry.get("type") if type(entry) is dict else None
+        if kind != "message" and kind != "custom_message":
             continue
-        entry_id = field_of(entry, "id")
+        entry_id = entry.get("id")
         role = _role(entry)
         if role == "system":
             continue
@@ -133,7 +140,7 @@ def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[Dro
         else:
             continue
         text = entry_text(entry)
-        out.append(DroppedEntry(str(entry_id), role, why, by, len(text), _preview(text)))
+        out.append(DroppedEntry(str(entry_id), role, why, by, len(text), one_line(text)))
     return out
 
 

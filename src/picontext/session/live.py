@@ -159,6 +159,14 @@ class LiveProjection:
         """Positions (in the entry view) of the path root -> leaf; read-only."""
         return self._path
 
+    def first_position(self, entry_id: Any) -> int | None:
+        """Position on the path of the first entry with `entry_id`, by a scan (no map of the
+        path's ids is built or kept: for a caller that asks rarely, such as a walk along a branch)."""
+        try:
+            return self._path_ids.index(entry_id)
+        except ValueError:
+            return None
+
     def path_position(self, entry_id: Any) -> int | None:
         """Position on the path of the first entry with `entry_id` (as Pi finds entries by id)."""
         if not hashable(entry_id):

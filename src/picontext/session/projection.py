@@ -490,29 +490,29 @@ class ProjectedContext:
         position = len(self.entries)
         self.entries.append(entry)
         messages: list[Any] | None = None
+        key = None
         if type(entry) is dict:
+            key = entry.get("id")
             kind = entry.get("type")
             if kind == "message":
                 message = entry.get("message")
-                if type(message) is dict and message.get("content") is not None and not self._edited(entry):
+                if type(message) is dict and message.get("content") is not None and (
+                        not self._edits or not hashable(key) or key not in self._edits):
                     messages = [message]  # the common case (project_context_entry's first rule), inline
             elif kind == "context_edit":
                 self._retarget(entry, position)
         if messages is None:
             messages = project_context_entry(entry, position, self._edits)
         self._projected.append(ProjectedEntry(entry, messages))
-        if self._positions is not None:
-            key = field_of(entry, "id")
-            if hashable(key):
-                self._positions.setdefault(key, []).append(position)
+        positions = self._positions
+        if positions is not None and (type(key) is str or hashable(key)):
+            found = positions.get(key)
+            if found is None:
+                positions[key] = [position]
+            else:
+                found.append(position)
         if not self._stale:
             self._messages.extend(messages)
-
-    def _edited(self, entry: dict[str, Any]) -> bool:
-        if not self._edits:
-            return False
-        key = entry.get("id")
-        return hashable(key) and key in self._edits
 
     def _retarget(self, edit: dict[str, Any], position: int) -> None:
         """Take in the context edit at `position`: re-project the earlier entries it targets."""

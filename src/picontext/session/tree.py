@@ -26,6 +26,7 @@ class TreeNode:
     children: list[TreeNode] = field(default_factory=list)
     label: str | None = None
     label_timestamp: str | None = None
+    position: int = -1  # of the entry in file order (in the index)
 
 
 def path_to(index: EntryIndex, leaf: LeafArg) -> list[int]:
@@ -66,19 +67,26 @@ def _path_without_cycle(parent_pos: list[int | None], start: int) -> list[int]:
 def build_tree(index: EntryIndex) -> list[TreeNode]:
     """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
     nodes: dict[Hashable, TreeNode] = {}
-    ordered: list[tuple[Entry, TreeNode]] = []
+    ordered: list[TreeNode] = []
+    labels, label_ts = index.labels, index.label_ts
+    entry_at = index.entry
     for position in range(len(index)):
-        entry = index.entry(position)
-        key = key_of(field_of(entry, "id"))
-        node = TreeNode(entry, [], index.labels.get(key), index.label_ts.get(key))
+        entry = entry_at(position)
+        key = key_of(entry.get("id") if type(entry) is dict else None)
+        node = TreeNode(entry, [], labels.get(key), label_ts.get(key), position) if labels else \
+            TreeNode(entry, [], None, None, position)
         if key is not None:
             nodes[key] = node
-        ordered.append((entry, node))
+        ordered.append(node)
     roots: list[TreeNode] = []
-    for entry, node in ordered:
-        parent_id = field_of(entry, "parentId")
+    for node in ordered:
+        entry = node.entry
+        if type(entry) is dict:
+            parent_id, own_id = entry.get("parentId"), entry.get("id")
+        else:
+            parent_id = own_id = None
         parent = nodes.get(key_of(parent_id)) if parent_id is not None else None
-        if parent_id is None or parent_id == field_of(entry, "id") or parent is None:
+        if parent_id is None or parent_id == own_id or parent is None:
             roots.append(node)
         else:
             parent.children.append(node)

@@ -19,15 +19,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from msgspec import UNSET
+
 from picontext import _json
 from picontext._gc import gc_paused
 from picontext.ai.models import ModelCatalog, default_catalog
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
-from picontext.errors import PicontextError
-from picontext.session.dropped import dropped_on, entry_text
-from picontext.session.manager import SessionManager
+from picontext.errors import EntryNotFound, PicontextError
+from picontext.session.dropped import dropped_on, entry_text, one_line
+from picontext.session.index import EntryIndex
+from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import field_of, hashable
+from picontext.session.tree import TreeNode, build_tree, path_to
 from picontext.viewer.timeline import Timeline, build_timeline
 
 __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview"]
@@ -38,8 +42,7 @@ _WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by positi
 
 
 def _short(text: str, width: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text[: width * 4].split())  # a long tool result need not be split whole for 80 chars
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return one_line(text, width, width * 4)  # the start of a long text is enough for a preview
 
 
 def entry_preview(entry: Any) -> str:
@@ -195,18 +198,24 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
                 settings: CompactionSettings | None,
                 on_lines: Callable[[list[bytes]], None] | None) -> tuple[dict[str, Any], list[bytes]]:
     header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
-    manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
-    if leaf is not None:
-        manager.branch(leaf)
-    entries = manager.get_entries()
+    if any(field_of(e, "type") == "session" for e in file_entries):  # as the session manager loads them
+        migrate_to_current(file_entries)
+    index = EntryIndex()
+    index.load(file_entries)
+    # The leaf and branch as the session manager has them (get_leaf_id, get_branch).
+    if leaf is None:
+        last = index.last_id()
+        leaf = None if last is UNSET else last
+    elif leaf not in index:
+        raise EntryNotFound(leaf)
+    branch_index = path_to(index, leaf) if leaf and leaf in index else []
+    entries = [index.entry(i) for i in range(len(index))]
     lines = _json.dumps_lines(entries)
     if on_lines is not None:
         on_lines(lines)
-    position = {id(e): i for i, e in enumerate(entries)}
 
-    order, prefix, labels = _tree_rows(manager, position)
-    branch = manager.get_branch()
-    branch_index = [position[id(e)] for e in branch]
+    order, prefix, labels = _tree_rows(build_tree(index))
+    branch = [entries[i] for i in branch_index]
     leaf_index = branch_index[-1] if branch_index else None
 
     catalog = catalog if catalog is not None else _safe_catalog()
@@ -227,7 +236,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
             settings = load_compaction_settings(None, _model_ref(last_model))
         except PicontextError:
             settings = CompactionSettings()
-    compactions = _compactions(branch, timeline, position)
+    compactions = _compactions(branch, branch_index, timeline)
     columns = _entry_columns(entries, previews)
 
     models: dict[str, int] = {}
@@ -235,7 +244,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
         "version": 1,
         "file": file_name,
         "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
-        "name": manager.get_session_name(),
+        "name": index.session_name(),
         "ids": columns["ids"],
         "kinds": columns["kinds"],
         "roles": columns["roles"],
@@ -262,16 +271,16 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
     return meta, lines
 
 
-def _tree_rows(manager: SessionManager, position: dict[int, int]) -> tuple[list[int], list[str], list[list[Any]]]:
+def _tree_rows(roots: list[TreeNode]) -> tuple[list[int], list[str], list[list[Any]]]:
     """Entry positions in display order, their indentation and labels: a linear chain keeps its
     indentation, each branch point indents (as `picontext tree` draws it)."""
     order: list[int] = []
     prefix: list[str] = []
     labels: list[list[Any]] = []
-    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(manager.get_tree())]
+    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(roots)]
     while stack:
         node, pre, child_pre = stack.pop()
-        index = position[id(node.entry)]
+        index = node.position
         order.append(index)
         prefix.append(pre)
         if node.label:
@@ -287,23 +296,24 @@ def _tree_rows(manager: SessionManager, position: dict[int, int]) -> tuple[list[
     return order, prefix, labels
 
 
-def _compactions(branch: list[Any], timeline: Timeline, position: dict[int, int]) -> list[dict[str, Any]]:
+def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline) -> list[dict[str, Any]]:
     """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
     first_at: dict[Any, int] = {}
     for pos, e in enumerate(branch):
         key = field_of(e, "id")
         if hashable(key):
             first_at.setdefault(key, pos)
+    at_of = {id(e): i for e, i in zip(branch, branch_index, strict=True)} if timeline.compactions else {}
     out = []
     for mark in timeline.compactions:
         pos, entry = mark.position, branch[mark.position]
         first_kept = entry.get("firstKeptEntryId")
         kept_pos = first_at.get(first_kept) if hashable(first_kept) else None
-        kept_at = position[id(branch[kept_pos])] if kept_pos is not None and kept_pos < pos else None
-        out.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
+        kept_at = branch_index[kept_pos] if kept_pos is not None and kept_pos < pos else None
+        out.append({"index": branch_index[pos], "summary": str(entry.get("summary") or ""),
                     "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
                     "firstKeptIndex": kept_at, "ledger": _ledger(entry),
-                    "summarized": [position[id(e)] for e in mark.summarized],
+                    "summarized": [at_of[id(e)] for e in mark.summarized],
                     "details": entry.get("details") if isinstance(entry.get("details"), dict) else None,
                     "usage": entry.get("usage") if isinstance(entry.get("usage"), dict) else None})
     return out

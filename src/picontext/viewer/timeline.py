@@ -72,26 +72,29 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
     out = Timeline()
     walk = BranchEstimate()
     live = walk.live
+    add = walk.add
     last_request_overflowed = False
     for pos, entry in enumerate(path):
-        kind = field_of(entry, "type")
-        message = entry.get("message") if kind == "message" else None
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            usage = get_assistant_usage(message)
-            provider, model = str(message.get("provider", "?")), str(message.get("model", "?"))
-            window = window_of(provider, model)
-            reported = calculate_context_tokens(usage) if usage is not None else None
-            out.requests.append(Request(pos, reported, walk.tokens(), window, f"{provider}/{model}"))
-            last_request_overflowed = message.get("stopReason") == "error" and is_context_overflow(message, window)
-            if last_request_overflowed:
-                out.overflows.append(pos)
-        if kind == "compaction":
+        kind = entry.get("type") if type(entry) is dict else None
+        if kind == "message":
+            message = entry.get("message")
+            if type(message) is dict and message.get("role") == "assistant":
+                usage = get_assistant_usage(message)
+                provider, model = str(message.get("provider", "?")), str(message.get("model", "?"))
+                window = window_of(provider, model)
+                reported = calculate_context_tokens(usage) if usage is not None else None
+                out.requests.append(Request(pos, reported, walk.tokens(), window, f"{provider}/{model}"))
+                last_request_overflowed = message.get("stopReason") == "error" and is_context_overflow(message, window)
+                if last_request_overflowed:
+                    out.overflows.append(pos)
+            add(entry)
+        elif kind == "compaction":
             before = live.context_entries  # replaced, not changed, by the fold below
-            walk.add(entry)
+            add(entry)
             out.compactions.append(CompactionMark(
                 pos, len(out.requests), entry.get("tokensBefore"), walk.tokens(), last_request_overflowed,
                 walk.fold_from, _summarized(before, live.context_entries)))
         else:
-            walk.add(entry)
+            add(entry)
     out.projection = live.projection()
     return out
