@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
+import msgspec
 import orjson
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -44,6 +45,9 @@ _SUSPECT = re.compile(
 
 
 _NUMBER_START = frozenset(b"-0123456789")  # a bare number: checked by the exact encoder
+_DIGITS = tuple(bytes([d]) for d in b"0123456789")
+_BARE_STARTS = (b"-", *_DIGITS)
+_LINES = msgspec.json.Encoder().encode_lines
 
 
 class JsonLineError(ValueError):
@@ -183,11 +187,14 @@ def _write(value: Any, out: Any) -> None:
         out(orjson.dumps(value).decode())
 
 
-# Every digit made a 0, `{[` made a `,` and `}` a `]`: each match of `_SUSPECT` then leaves a
-# mark that a substring search finds (a match starts on `,` or `:`).
-_SHAPES = bytes.maketrans(b"123456789{[}", b"000000000,,]")
+# Every digit made a 0 and `{[}]` a `,`: each match of `_SUSPECT` then leaves a mark that a
+# substring search finds (a match starts on `,` or `:`; a `,` before or after a number may be any
+# of `{[,}]`, which only adds false alarms). A newline (which JSON text holds only between values:
+# `dumps_joined_lines`) reads as a comma.
+_SHAPES = bytes.maketrans(b"123456789{[}]\n", b"000000000,,,,,")
 _ZERO, _DOT, _MINUS, _QUOTE = b"0"[0], b"."[0], b"-"[0], b'"'[0]
 _STARTS = frozenset(b",:")
+_IN_NUMBER = frozenset(b"0.-,:")  # what may come before the last digit of a number's mantissa
 
 
 def _after_digits(shapes: bytes, at: int) -> int:
@@ -231,17 +238,21 @@ def _found(shapes: bytes, mark: bytes, test: Any) -> bool:
 def _may_be_suspect(out: bytes) -> bool:
     """False only when `_SUSPECT` cannot match `out`. On one translated copy (`_SHAPES`), every
     match leaves: sixteen 0s (an integer beyond 2^53); `0e` after a number (an exponent); `0":`
-    after `,"0+` (an index key); `.0` and a `,]` where the text has `.0` (a float written with
-    `.0`). Substring searches find the candidates at memory speed, where the regex takes seconds
-    over a large text; text that only looks alike (hex ids like `3e1`) is ruled out cheaply."""
+    after `,"0+` (an index key); `.0,` where the text has `.0` (a float written with `.0`).
+    Substring searches find the candidates at memory speed, where the regex takes seconds over a
+    large text; text that only looks alike (hex ids like `3e1`) is ruled out cheaply."""
     shapes = out.translate(_SHAPES)
     if b"0000000000000000" in shapes:
         return True
-    if _found(shapes, b"0e", lambda at: _number_before(shapes, at + 1)):
-        return True
+    find = shapes.find
+    at = find(b"0e")
+    while at >= 0:  # most candidates are inside hex strings (`3e1`): ruled out by the character before
+        if (at == 0 or shapes[at - 1] in _IN_NUMBER) and _number_before(shapes, at + 1):
+            return True
+        at = find(b"0e", at + 1)
     if _found(shapes, b'0":', lambda at: _key_before(shapes, at + 1)):
         return True
-    return any(_found(shapes, mark, lambda at: out[at + 1] == _ZERO) for mark in (b".0,", b".0]"))
+    return _found(shapes, b".0,", lambda at: out[at + 1] == _ZERO)
 
 
 def _clean(out: bytes) -> bool:
@@ -273,17 +284,27 @@ def dumps_joined(values: list[Any]) -> bytes:
 
 
 def dumps_lines(values: list[Any]) -> list[bytes]:
-    """`[dumps(v) for v in values]`, with the JavaScript-only formats looked for once over all
-    of them (joined by newlines, which no suspect pattern spans) instead of once per value; only
-    when that finds something is each value checked on its own."""
+    """`[dumps(v) for v in values]` (see `dumps_joined_lines`)."""
+    return dumps_joined_lines(values).split(b"\n") if values else []
+
+
+def dumps_joined_lines(values: list[Any]) -> bytes:
+    """`b"\n".join(dumps(v) for v in values)`, written in one call and checked once.
+
+    msgspec writes newline-delimited JSON in one C call (no per-value work in Python); it escapes
+    strings exactly as orjson and JSON.stringify do (every code point checked:
+    `tests/unit/test_json_lines.py`) and differs from JSON.stringify only where `_SUSPECT` looks
+    (number formats: an exponent, `.0`, sixteen digits), so one format check over the whole text
+    decides; only when it finds something is each value written on its own."""
     try:
-        outs = [orjson.dumps(v, default=_view_items) for v in values]
-    except TypeError:
-        return [dumps(v) for v in values]
-    if not any(out[0] in _NUMBER_START for out in outs) and not _may_be_suspect(b"\n".join(outs)):
-        return outs
-    return [out if out[0] not in _NUMBER_START and _clean(out) else dumps(v)
-            for out, v in zip(outs, values, strict=True)]
+        out = _LINES(values)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # lone surrogates, odd types, deep nesting
+        return b"\n".join(map(dumps, values))
+    # A line starts like a value after a comma (`_SHAPES` reads "\n" as ","), so a bare number is
+    # checked too; the first line has nothing before it: a bare number there is written exactly.
+    if out[:1] in _BARE_STARTS or _may_be_suspect(out):
+        return b"\n".join(map(dumps, values))
+    return out[:-1]
 
 
 def dumps_line(value: Any) -> bytes:

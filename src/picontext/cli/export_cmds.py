@@ -17,7 +17,7 @@ from typing import Any
 from picontext._gc import gc_paused
 from picontext.cli.loading import LoadedSession, load_session
 from picontext.cli.main import CliError, described
-from picontext.viewer.model import build_view
+from picontext.viewer.model import view_data
 from picontext.viewer.page import pack_in_background, render_page
 
 
@@ -44,8 +44,8 @@ def export_html(session: LoadedSession, leaf: str | None = None) -> str:
     if leaf is not None:
         session.resolve_leaf(leaf)
     packing: list[Callable[[], str]] = []
-    meta, lines = build_view(session.file_entries, leaf, file_name=os.path.basename(session.path),
-                             on_lines=lambda lines: packing.append(pack_in_background(lines)))
+    meta, lines = view_data(session.file_entries, leaf, file_name=os.path.basename(session.path),
+                            on_lines=lambda lines: packing.append(pack_in_background(lines)))
     return render_page(meta, lines, packed=packing[0]() if packing else None)
 
 

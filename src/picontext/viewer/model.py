@@ -34,7 +34,7 @@ from picontext.session.projection import field_of, hashable
 from picontext.session.tree import TreeNode, build_tree, path_to
 from picontext.viewer.timeline import Timeline, build_timeline
 
-__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview"]
+__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "view_data"]
 
 PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
@@ -185,18 +185,26 @@ def _window_lookup(catalog: ModelCatalog | None) -> Callable[[str, str], int | N
 
 
 def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
-               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
-               on_lines: Callable[[list[bytes]], None] | None = None) -> tuple[dict[str, Any], list[bytes]]:
-    """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf).
-    `on_lines` is called with the lines as soon as they are made, before the meta (the export
-    packs them meanwhile: `page.pack_in_background`)."""
+               catalog: ModelCatalog | None = None,
+               settings: CompactionSettings | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf)."""
+    meta, joined = view_data(file_entries, leaf, file_name=file_name, catalog=catalog, settings=settings)
+    return meta, joined.split(b"\n") if meta["ids"] else []
+
+
+def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+              catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
+              on_lines: Callable[[bytes], None] | None = None) -> tuple[dict[str, Any], bytes]:
+    """`build_view` with the lines joined by newlines, as the page embeds them. `on_lines` is
+    called with them as soon as they are made, before the meta (the export packs them meanwhile:
+    `page.pack_in_background`)."""
     with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
         return _build_view(file_entries, leaf, file_name, catalog, settings, on_lines)
 
 
 def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catalog: ModelCatalog | None,
                 settings: CompactionSettings | None,
-                on_lines: Callable[[list[bytes]], None] | None) -> tuple[dict[str, Any], list[bytes]]:
+                on_lines: Callable[[bytes], None] | None) -> tuple[dict[str, Any], bytes]:
     header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
     if any(field_of(e, "type") == "session" for e in file_entries):  # as the session manager loads them
         migrate_to_current(file_entries)
@@ -210,7 +218,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
         raise EntryNotFound(leaf)
     branch_index = path_to(index, leaf) if leaf and leaf in index else []
     entries = [index.entry(i) for i in range(len(index))]
-    lines = _json.dumps_lines(entries)
+    lines = _json.dumps_joined_lines(entries)
     if on_lines is not None:
         on_lines(lines)
 

@@ -32,16 +32,16 @@ def pack(data: bytes) -> str:
     return base64.b64encode(gzip.compress(data, compresslevel=3, mtime=0)).decode("ascii")
 
 
-def pack_in_background(lines: list[bytes]) -> Callable[[], str]:
-    """`pack` of the lines joined by newlines, started now in a thread (zlib compresses without
-    holding the GIL, so it runs beside the work that builds the meta); the returned function
-    waits for it and returns it (or raises what the packing raised)."""
+def pack_in_background(data: bytes) -> Callable[[], str]:
+    """`pack(data)` started now in a thread (zlib compresses without holding the GIL, so it runs
+    beside the work that builds the meta); the returned function waits for it and returns it
+    (or raises what the packing raised)."""
     done: list[str] = []
     failed: list[BaseException] = []
 
     def run() -> None:
         try:
-            done.append(pack(b"\n".join(lines)))
+            done.append(pack(data))
         except BaseException as exc:  # handed to the caller, who waits for the result
             failed.append(exc)
 
@@ -74,10 +74,11 @@ def _asset(name: str) -> str:
     return resources.files("picontext.viewer").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | None = None, stamp: str = "",
+def render_page(meta: dict[str, Any], lines: list[bytes] | bytes, *, live_url: str | None = None, stamp: str = "",
                 packed: str | None = None) -> str:
     """The page; with `live_url` it polls that URL (same origin) and redraws when the session grows.
-    `packed`: `pack` of the lines, when the caller has it already (`pack_in_background`)."""
+    `lines`: the entries' JSON lines, or already joined by newlines; `packed`: `pack` of them when
+    the caller has it already (`pack_in_background`)."""
     script = _asset("viewer.js")
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     connect = "'self'" if live_url else "'none'"
@@ -93,5 +94,6 @@ def render_page(meta: dict[str, Any], lines: list[bytes], *, live_url: str | Non
         page = page.replace("{{" + key + "}}", value)
     head, _, rest = page.partition("{{META}}")
     middle, _, tail = rest.partition("{{LINES}}")
-    data = packed if packed is not None else pack(b"\n".join(lines))
-    return "".join((head, embed_json(_json.dumps(meta)), middle, data, tail))
+    if packed is None:
+        packed = pack(lines if isinstance(lines, bytes) else b"\n".join(lines))
+    return "".join((head, embed_json(_json.dumps(meta)), middle, packed, tail))
