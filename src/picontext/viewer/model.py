@@ -28,10 +28,10 @@ from picontext.compaction.settings import CompactionSettings, load_compaction_se
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import EntryNotFound, PicontextError
 from picontext.session.dropped import dropped_on, entry_text, one_line
-from picontext.session.index import EntryIndex
+from picontext.session.index import EntryIndex, key_of
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import field_of, hashable
-from picontext.session.tree import TreeNode, build_tree, path_to
+from picontext.session.tree import path_to, tree_positions
 from picontext.viewer.timeline import Timeline, build_timeline
 
 __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "view_data"]
@@ -222,7 +222,7 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
     if on_lines is not None:
         on_lines(lines)
 
-    order, prefix, labels = _tree_rows(build_tree(index))
+    order, prefix, labels = _tree_rows(index)
     branch = [entries[i] for i in branch_index]
     leaf_index = branch_index[-1] if branch_index else None
 
@@ -231,7 +231,10 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
     # summarized entries, and the branch's projection that `dropped` reads.
     timeline = build_timeline(branch, _window_lookup(catalog))
 
-    on_branch = {field_of(e, "id"): i for e, i in zip(branch, branch_index, strict=True) if hashable(field_of(e, "id"))}
+    try:  # id -> position (the last on the branch with that id), built in C
+        on_branch: dict[Any, int] = dict(zip(index.ids_of(branch_index), branch_index, strict=True))
+    except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
+        on_branch = {k: i for k, i in zip(index.ids_of(branch_index), branch_index, strict=True) if hashable(k)}
     dropped_list = dropped_on(branch, timeline.projection)
     dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
                 on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_list]
@@ -279,29 +282,32 @@ def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catal
     return meta, lines
 
 
-def _tree_rows(roots: list[TreeNode]) -> tuple[list[int], list[str], list[list[Any]]]:
+def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
     """Entry positions in display order, their indentation and labels: a linear chain keeps its
     indentation, each branch point indents (as `picontext tree` draws it)."""
+    roots, children = tree_positions(index)
+    labels = index.labels
+    label_of = (lambda p: labels.get(key_of(field_of(index.entry(p), "id")))) if labels else None
     order: list[int] = []
     prefix: list[str] = []
-    labels: list[list[Any]] = []
-    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(roots)]
+    rows: list[list[Any]] = []
+    stack: list[tuple[int, str, str]] = [(r, "", "") for r in reversed(roots)]
     while stack:
-        node, pre, child_pre = stack.pop()
-        index = node.position
-        order.append(index)
+        position, pre, child_pre = stack.pop()
+        order.append(position)
         prefix.append(pre)
-        if node.label:
-            labels.append([index, node.label])
-        children = node.children
-        if len(children) == 1:
-            stack.append((children[0], child_pre, child_pre))
+        if label_of is not None and (label := label_of(position)):
+            rows.append([position, label])
+        kids = children.get(position)
+        if kids is None:
+            continue
+        if len(kids) == 1:
+            stack.append((kids[0], child_pre, child_pre))
         else:
-            for i in range(len(children) - 1, -1, -1):
-                last = i == len(children) - 1
-                stack.append((children[i], child_pre + ("└─ " if last else "├─ "),
-                              child_pre + ("   " if last else "│  ")))
-    return order, prefix, labels
+            for i in range(len(kids) - 1, -1, -1):
+                last = i == len(kids) - 1
+                stack.append((kids[i], child_pre + ("└─ " if last else "├─ "), child_pre + ("   " if last else "│  ")))
+    return order, prefix, rows
 
 
 def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline) -> list[dict[str, Any]]:
