@@ -16,7 +16,7 @@ from typing import Any, overload
 
 from picontext._clock import js_date_ms
 from picontext.session.index import EntryIndex, key_of
-from picontext.session.projection import Entry, LeafArg, field_of
+from picontext.session.projection import Entry, LeafArg, field_of, hashable
 
 __all__ = ["BranchView", "TreeNode", "build_tree", "path_to", "tree_positions"]
 
@@ -71,17 +71,22 @@ def tree_positions(index: EntryIndex) -> tuple[list[int], dict[int, list[int]]]:
     names no entry is a root; with duplicate ids the last entry with an id is its children's parent.
     """
     entries = [index.entry(p) for p in range(len(index))]
-    keys = [key_of(e.get("id")) if type(e) is dict else None for e in entries]
-    node_of = {key: p for p, key in enumerate(keys) if key is not None}  # later duplicates win
+    ids = [e.get("id") if type(e) is dict else None for e in entries]
+    try:
+        node_of = dict(zip(ids, range(len(ids)), strict=True))  # later duplicates win
+    except TypeError:  # an id that cannot be a key (a JSON list or object)
+        node_of = {key: p for p, key in enumerate(ids) if hashable(key)}
+    node_of.pop(None, None)
     roots: list[int] = []
     children: dict[int, list[int]] = {}
+    get = node_of.get
     for p, entry in enumerate(entries):
-        if type(entry) is dict:
-            parent_id, own_id = entry.get("parentId"), entry.get("id")
-        else:
-            parent_id = own_id = None
-        parent = node_of.get(key_of(parent_id)) if parent_id is not None else None
-        if parent is None or parent_id == own_id:
+        parent_id = entry.get("parentId") if type(entry) is dict else None
+        if parent_id is None:
+            roots.append(p)
+            continue
+        parent = get(parent_id) if type(parent_id) is str else get(key_of(parent_id))
+        if parent is None or parent_id == ids[p]:
             roots.append(p)
         else:
             found = children.get(parent)
