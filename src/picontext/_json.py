@@ -204,6 +204,13 @@ def _after_digits(shapes: bytes, at: int) -> int:
     return at - 1
 
 
+def _run_end(shapes: bytes, at: int) -> int:
+    """Index just past the run of 0s that includes `at`."""
+    while at < len(shapes) and shapes[at] == _ZERO:
+        at += 1
+    return at
+
+
 def _number_before(shapes: bytes, at: int) -> bool:
     """Whether `shapes[:at]` ends with `[,:]-?0+(.0+)?`: a number that `_SUSPECT` would start on."""
     i = _after_digits(shapes, at)
@@ -237,14 +244,20 @@ def _found(shapes: bytes, mark: bytes, test: Any) -> bool:
 
 def _may_be_suspect(out: bytes) -> bool:
     """False only when `_SUSPECT` cannot match `out`. On one translated copy (`_SHAPES`), every
-    match leaves: sixteen 0s (an integer beyond 2^53); `0e` after a number (an exponent); `0":`
+    match leaves: sixteen 0s after a start (an integer beyond 2^53); `0e` after a number (an exponent); `0":`
     after `,"0+` (an index key); `.0,` where the text has `.0` (a float written with `.0`).
     Substring searches find the candidates at memory speed, where the regex takes seconds over a
     large text; text that only looks alike (hex ids like `3e1`) is ruled out cheaply."""
     shapes = out.translate(_SHAPES)
-    if b"0000000000000000" in shapes:
-        return True
     find = shapes.find
+    at = find(b"0000000000000000")
+    while at >= 0:  # sixteen digits right after a start (a fraction's digits are after a ".")
+        start = _after_digits(shapes, at)
+        if start >= 0 and shapes[start] == _MINUS:
+            start -= 1
+        if start >= 0 and shapes[start] in _STARTS:
+            return True
+        at = find(b"0000000000000000", _run_end(shapes, at))
     at = find(b"0e")
     while at >= 0:  # most candidates are inside hex strings (`3e1`): ruled out by the character before
         if (at == 0 or shapes[at - 1] in _IN_NUMBER) and _number_before(shapes, at + 1):
@@ -267,7 +280,21 @@ def dumps(value: Any) -> bytes:
         return js_stringify(value).encode("utf-8")
     if out[0] not in _NUMBER_START and _clean(out):
         return out
+    if len(out) > _WHOLE_EXACT_LIMIT and (isinstance(value, dict | list | tuple) or _is_view(value)):
+        return _dumps_members(value)
     return js_stringify(value).encode("utf-8")
+
+
+_WHOLE_EXACT_LIMIT = 1 << 16  # above this, a suspect value is written again member by member
+
+
+def _dumps_members(value: Any) -> bytes:
+    """`dumps` of a large container one member at a time, so that only the members that need the
+    exact encoder go through it (one float written `1.0` must not send 30 MB through Python)."""
+    if isinstance(value, dict):
+        return b"{" + b",".join(_string(str(key)).encode("utf-8") + b":" + dumps(value[key])
+                                for key in _js_key_order(value)) + b"}"
+    return b"[" + b",".join(map(dumps, value)) + b"]"
 
 
 def dumps_joined(values: list[Any]) -> bytes:

@@ -18,7 +18,7 @@ from picontext._gc import gc_paused
 from picontext.cli.loading import LoadedSession, load_session
 from picontext.cli.main import CliError, described
 from picontext.viewer.model import view_data
-from picontext.viewer.page import pack_in_background, render_page
+from picontext.viewer.page import pack_in_background, render_page_bytes
 
 
 def register(sub: Any) -> None:
@@ -39,14 +39,15 @@ def default_output(path: str) -> str:
     return base + ".html"
 
 
-def export_html(session: LoadedSession, leaf: str | None = None) -> str:
-    """The page for a loaded session (also used by `/export` in the chat)."""
+def export_html(session: LoadedSession, leaf: str | None = None) -> bytes:
+    """The page for a loaded session, as UTF-8 (also written by `/export` in the chat). The
+    entries' lines are compressed in a thread while the page's data is computed."""
     if leaf is not None:
         session.resolve_leaf(leaf)
-    packing: list[Callable[[], str]] = []
+    packing: list[Callable[[], bytes]] = []
     meta, lines = view_data(session.file_entries, leaf, file_name=os.path.basename(session.path),
                             on_lines=lambda lines: packing.append(pack_in_background(lines)))
-    return render_page(meta, lines, packed=packing[0]() if packing else None)
+    return render_page_bytes(meta, lines, packed=packing[0]() if packing else None)
 
 
 def write_export(path: str, leaf: str | None, output: str | None) -> str:
@@ -58,11 +59,13 @@ def write_export(path: str, leaf: str | None, output: str | None) -> str:
         page = export_html(load_session(path), leaf)
     out = output or default_output(path)
     if out == "-":
-        sys.stdout.write(page)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(page)
+        sys.stdout.buffer.flush()
         return out
     tmp = f"{out}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "wb") as f:
             f.write(page)
         os.replace(tmp, out)
     except OSError as exc:
