@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from picontext._gc import gc_paused
 from picontext.cli.loading import LoadedSession, load_session
 from picontext.cli.main import CliError, described
-from picontext.viewer.model import view_data
-from picontext.viewer.page import pack_in_background, render_page_bytes
+from picontext.viewer.model import page_data
+from picontext.viewer.page import render_page_bytes
 
 
 def register(sub: Any) -> None:
@@ -40,14 +39,11 @@ def default_output(path: str) -> str:
 
 
 def export_html(session: LoadedSession, leaf: str | None = None) -> bytes:
-    """The page for a loaded session, as UTF-8 (also written by `/export` in the chat). The
-    entries' lines are compressed in a thread while the page's data is computed."""
+    """The page for a loaded session, as UTF-8 (also written by `/export` in the chat)."""
     if leaf is not None:
         session.resolve_leaf(leaf)
-    packing: list[Callable[[], bytes]] = []
-    meta, lines = view_data(session.file_entries, leaf, file_name=os.path.basename(session.path),
-                            on_lines=lambda lines: packing.append(pack_in_background(lines)))
-    return render_page_bytes(meta, lines, packed=packing[0]() if packing else None)
+    meta, packed = page_data(session.file_entries, leaf, file_name=os.path.basename(session.path))
+    return render_page_bytes(meta, b"", packed=packed)
 
 
 def write_export(path: str, leaf: str | None, output: str | None) -> str:

@@ -10,6 +10,7 @@ longer sees as written:
 
     dropped_entries(manager)     -> [DroppedEntry]   newest last
     dropped_on(branch, projection) the same from a branch and its projection (the viewer's walk)
+    dropped_reasons(...)         what dropped_on reports, without the texts
     entry_text(entry)            -> the entry's original text, as the model once saw it
 """
 
@@ -22,7 +23,8 @@ from typing import Any
 
 from picontext.session.projection import SessionProjection, collect_edits, field_of
 
-__all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "entry_text", "find_dropped", "one_line"]
+__all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "dropped_reasons", "entry_text", "find_dropped",
+           "one_line"]
 
 _CONTENT_TYPES = ("message", "custom_message")
 # json.dumps(value, ensure_ascii=False), without building an encoder per call.
@@ -115,11 +117,21 @@ def dropped_entries(manager: Any) -> list[DroppedEntry]:
 
 def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[DroppedEntry]:
     """`dropped_entries` of a root-first `branch` whose projection is `projection`."""
+    out: list[DroppedEntry] = []
+    for position, role, why, by in dropped_reasons(branch, projection):
+        entry = branch[position]
+        text = entry_text(entry)
+        out.append(DroppedEntry(str(entry.get("id")), role, why, by, len(text), one_line(text)))
+    return out
+
+
+def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> list[tuple[int, str, str, Any]]:
+    """What `dropped_on` reports, without the texts: `(position on the branch, role, why, by)`."""
     visible = {field_of(item.source_entry, "id") for item in projection.entries if item.messages}
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
-    out: list[DroppedEntry] = []
-    for entry in branch:
+    out: list[tuple[int, str, str, Any]] = []
+    for position, entry in enumerate(branch):
         kind = entry.get("type") if type(entry) is dict else None
         if kind != "message" and kind != "custom_message":
             continue
@@ -139,8 +151,7 @@ def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[Dro
             why, by = "replaced", edit.get("id")
         else:
             continue
-        text = entry_text(entry)
-        out.append(DroppedEntry(str(entry_id), role, why, by, len(text), one_line(text)))
+        out.append((position, role, why, by))
     return out
 
 

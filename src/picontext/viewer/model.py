@@ -17,6 +17,7 @@ incremental projection (`timeline.py`); the page only shows it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from msgspec import UNSET
@@ -27,18 +28,21 @@ from picontext.ai.models import ModelCatalog, default_catalog
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import EntryNotFound, PicontextError
-from picontext.session.dropped import dropped_on, entry_text, one_line
+from picontext.session.dropped import dropped_reasons, entry_text, one_line
 from picontext.session.index import EntryIndex, key_of
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import field_of, hashable
 from picontext.session.tree import path_to, tree_positions
+from picontext.viewer.page import pack_in_background
+from picontext.viewer.parallel import beside
 from picontext.viewer.timeline import Timeline, build_timeline
 
-__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "view_data"]
+__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_data"]
 
 PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
 _WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by position
+_PARALLEL_FROM = 5_000  # entries: below this, forking costs more than it saves
 
 
 def _short(text: str, width: int = PREVIEW_CHARS) -> str:
@@ -51,12 +55,8 @@ def entry_preview(entry: Any) -> str:
         return _short(_json.dumps(entry).decode(errors="replace"))
     kind = entry.get("type")
     if kind in _CONTENT:
-        message = entry.get("message")
-        if isinstance(message, dict) and message.get("role") == "system" and not entry_text(entry).strip():
-            sections = message.get("sections")
-            names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
-            return _short(f"system prompt · sections: {names}" if names else "system prompt")
-        return _short(entry_text(entry))
+        text = entry_text(entry)
+        return _system_preview(entry, text) or _short(text)
     if kind == "compaction":
         return _short(f"compaction · {entry.get('tokensBefore')} tokens before · {entry.get('summary', '')}")
     if kind == "branch_summary":
@@ -80,6 +80,17 @@ def entry_preview(entry: Any) -> str:
         return _short(f"usage [{entry.get('kind')}] {entry.get('provider')}/{entry.get('model')}: "
                       f"{usage.get('totalTokens')} tokens")
     return _short(f"{kind} (unknown type)")
+
+
+def _system_preview(entry: dict[str, Any], text: str) -> str | None:
+    """The preview of a system prompt entry without text of its own (`text` is its `entry_text`);
+    None for any other entry."""
+    message = entry.get("message")
+    if isinstance(message, dict) and message.get("role") == "system" and not text.strip():
+        sections = message.get("sections")
+        names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
+        return _short(f"system prompt · sections: {names}" if names else "system prompt")
+    return None
 
 
 def _flags(entry: Any) -> int:
@@ -136,14 +147,37 @@ class _ModelsTable:
         return sorted(self.rows.values(), key=lambda r: -r.get("cost", 0))
 
 
-def _entry_columns(entries: list[Any], previews: dict[int, str]) -> dict[str, Any]:
-    """The per-entry columns of the meta (file order) and the models table, in one pass."""
+@dataclass(slots=True)
+class _EntryFacts:
+    """What the page shows of each entry on its own, in file order (no branch or projection
+    needed): the meta's per-entry columns, the tree rows, the models table, and for message and
+    custom message entries the length of their text and, where it differs from the preview, the
+    preview `dropped` makes of the whole text."""
+
+    ids: list[str]
+    kinds: dict[str, Any]
+    roles: dict[str, Any]
+    flags: list[int]
+    previews: list[str]
+    models: list[dict[str, Any]]
+    order: list[int]
+    prefix: list[str]
+    labels: list[list[Any]]
+    chars: dict[int, int]
+    whole_previews: dict[int, str]
+    packed: bytes | None = None  # `page.pack` of the lines, when asked for
+
+
+def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
     ids: list[str] = []
     kinds: list[str] = []
     roles: list[str] = []
     flags: list[int] = []
     shown: list[str] = []
+    chars: dict[int, int] = {}
+    whole: dict[int, str] = {}
     models = _ModelsTable()
+    limit = PREVIEW_CHARS * 4
     for i, entry in enumerate(entries):
         if type(entry) is dict:
             kind, entry_id = entry.get("type"), entry.get("id")
@@ -155,11 +189,23 @@ def _entry_columns(entries: list[Any], previews: dict[int, str]) -> dict[str, An
         kinds.append(str(kind))
         roles.append(str(role or "") if kind == "message" else "")
         flags.append(_flags(entry) if role == "assistant" else 0)
-        shown.append(previews[i] if i in previews else entry_preview(entry))
+        if kind == "message" or kind == "custom_message":
+            text = entry_text(entry)
+            plain = _short(text)
+            preview = _system_preview(entry, text) or plain
+            chars[i] = len(text)
+            # `dropped` previews the whole text: differently where the preview saw only the start
+            # of a long text, or is a system prompt's.
+            if preview is not plain or (len(text) > limit and not plain.endswith("…")):
+                whole[i] = one_line(text)
+        else:
+            preview = entry_preview(entry)
+        shown.append(preview)
         if kind is not None:
             models.add(entry, kind, message, role)
-    return {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
-            "models": models.table()}
+    order, prefix, labels = _tree_rows(index)
+    return _EntryFacts(ids, _codes(kinds), _codes(roles), flags, shown, models.table(), order, prefix, labels,
+                       chars, whole)
 
 
 def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
@@ -193,93 +239,130 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
 
 
 def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
-              catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
-              on_lines: Callable[[bytes], None] | None = None) -> tuple[dict[str, Any], bytes]:
-    """`build_view` with the lines joined by newlines, as the page embeds them. `on_lines` is
-    called with them as soon as they are made, before the meta (the export packs them meanwhile:
-    `page.pack_in_background`)."""
+              catalog: ModelCatalog | None = None,
+              settings: CompactionSettings | None = None) -> tuple[dict[str, Any], bytes]:
+    """`build_view` with the lines joined by newlines, as the page embeds them."""
     with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
-        return _build_view(file_entries, leaf, file_name, catalog, settings, on_lines)
+        view = _View(file_entries, leaf)
+        lines = _json.dumps_joined_lines(view.entries)
+        return view.meta(_entry_facts(view.index, view.entries), file_name, catalog, settings)[0], lines
 
 
-def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catalog: ModelCatalog | None,
-                settings: CompactionSettings | None,
-                on_lines: Callable[[bytes], None] | None) -> tuple[dict[str, Any], bytes]:
-    header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
-    if any(field_of(e, "type") == "session" for e in file_entries):  # as the session manager loads them
-        migrate_to_current(file_entries)
-    index = EntryIndex()
-    index.load(file_entries)
-    # The leaf and branch as the session manager has them (get_leaf_id, get_branch).
-    if leaf is None:
-        last = index.last_id()
-        leaf = None if last is UNSET else last
-    elif leaf not in index:
-        raise EntryNotFound(leaf)
-    branch_index = path_to(index, leaf) if leaf and leaf in index else []
-    entries = [index.entry(i) for i in range(len(index))]
-    lines = _json.dumps_joined_lines(entries)
-    if on_lines is not None:
-        on_lines(lines)
+def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+              catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
+              parallel: bool | None = None) -> tuple[dict[str, Any], bytes]:
+    """`(meta, page.pack of the lines)`: what the export embeds. The entries' own facts and the
+    packed lines are computed beside the walk along the branch: in a forked copy of this
+    process when one can be made (`parallel.beside`; by default from `_PARALLEL_FROM` entries),
+    else in this one (the packing in a thread)."""
+    with gc_paused():
+        view = _View(file_entries, leaf)
 
-    order, prefix, labels = _tree_rows(index)
-    branch = [entries[i] for i in branch_index]
-    leaf_index = branch_index[-1] if branch_index else None
+        def own_facts() -> _EntryFacts:
+            packing = pack_in_background(_json.dumps_joined_lines(view.entries))
+            facts = _entry_facts(view.index, view.entries)
+            facts.packed = packing()
+            return facts
 
-    catalog = catalog if catalog is not None else _safe_catalog()
-    # One walk along the branch, over one incremental projection: the plot, each compaction's
-    # summarized entries, and the branch's projection that `dropped` reads.
-    timeline = build_timeline(branch, _window_lookup(catalog))
+        if parallel is None:
+            parallel = len(view.entries) >= _PARALLEL_FROM
+        with beside(own_facts, parallel=parallel) as facts_of:
+            meta, facts = view.meta(facts_of, file_name, catalog, settings)
+        assert facts.packed is not None
+        return meta, facts.packed
 
-    try:  # id -> position (the last on the branch with that id), built in C
-        on_branch: dict[Any, int] = dict(zip(index.ids_of(branch_index), branch_index, strict=True))
-    except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
-        on_branch = {k: i for k, i in zip(index.ids_of(branch_index), branch_index, strict=True) if hashable(k)}
-    dropped_list = dropped_on(branch, timeline.projection)
-    dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
-                on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_list]
-    # Most entries of a long session are dropped ones: their preview is the one `dropped` made.
-    previews: dict[int, str] = {row[0]: d.preview for row, d in zip(dropped, dropped_list, strict=True)}
 
-    last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"), None)
-    if settings is None:
-        try:
-            settings = load_compaction_settings(None, _model_ref(last_model))
-        except PicontextError:
-            settings = CompactionSettings()
-    compactions = _compactions(branch, branch_index, timeline)
-    columns = _entry_columns(entries, previews)
+class _View:
+    """A session's entries as the page sees them: the index (as the session manager loads it),
+    the leaf and its branch."""
 
-    models: dict[str, int] = {}
-    meta = {
-        "version": 1,
-        "file": file_name,
-        "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
-        "name": index.session_name(),
-        "ids": columns["ids"],
-        "kinds": columns["kinds"],
-        "roles": columns["roles"],
-        "flags": columns["flags"],
-        "previews": columns["previews"],
-        "order": order,
-        "prefix": prefix,
-        "labels": labels,
-        "branch": branch_index,
-        "leaf": leaf_index,
-        "dropped": dropped,
-        "compactions": compactions,
-        "plot": {
+    def __init__(self, file_entries: list[Any], leaf: str | None) -> None:
+        self.header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
+        if any(field_of(e, "type") == "session" for e in file_entries):  # as the session manager loads them
+            migrate_to_current(file_entries)
+        index = self.index = EntryIndex()
+        index.load(file_entries)
+        # The leaf and branch as the session manager has them (get_leaf_id, get_branch).
+        if leaf is None:
+            last = index.last_id()
+            leaf = None if last is UNSET else last
+        elif leaf not in index:
+            raise EntryNotFound(leaf)
+        self.branch_index = path_to(index, leaf) if leaf and leaf in index else []
+        self.entries = [index.entry(i) for i in range(len(index))]
+
+    def meta(self, facts: _EntryFacts | Callable[[], _EntryFacts], file_name: str, catalog: ModelCatalog | None,
+             settings: CompactionSettings | None) -> tuple[dict[str, Any], _EntryFacts]:
+        """The meta (and the facts it used); `facts` may be a function that gives them, called
+        when the branch's part is done."""
+        index, entries, branch_index = self.index, self.entries, self.branch_index
+        branch = [entries[i] for i in branch_index]
+        catalog = catalog if catalog is not None else _safe_catalog()
+        # One walk along the branch, over one incremental projection: the plot, each compaction's
+        # summarized entries, and the branch's projection that `dropped` reads.
+        timeline = build_timeline(branch, _window_lookup(catalog))
+        reasons = dropped_reasons(branch, timeline.projection)
+        last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"),
+                          None)
+        if settings is None:
+            try:
+                settings = load_compaction_settings(None, _model_ref(last_model))
+            except PicontextError:
+                settings = CompactionSettings()
+        compactions = _compactions(branch, branch_index, timeline)
+        plot_models: dict[str, int] = {}
+        plot = {
             "requests": [[branch_index[r.position], r.reported, r.estimate, r.window,
-                          models.setdefault(r.model, len(models))] for r in timeline.requests],
-            "models": list(models),
+                          plot_models.setdefault(r.model, len(plot_models))] for r in timeline.requests],
+            "models": list(plot_models),
             "compactions": [[branch_index[c.position], c.requests_before, c.tokens_before, c.tokens_after,
                              c.overflow] for c in timeline.compactions],
             "overflows": [branch_index[p] for p in timeline.overflows],
             "settings": settings.to_json(),
-        },
-        "models": columns["models"],
-    }
-    return meta, lines
+        }
+        if not isinstance(facts, _EntryFacts):
+            facts = facts()
+
+        try:  # id -> position (the last on the branch with that id), built in C
+            on_branch: dict[Any, int] = dict(zip(index.ids_of(branch_index), branch_index, strict=True))
+        except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
+            on_branch = {k: i for k, i in zip(index.ids_of(branch_index), branch_index, strict=True) if hashable(k)}
+        dropped = []
+        previews = facts.previews
+        replaced: dict[int, str] = {}
+        for position, _role, why, by in reasons:
+            at = branch_index[position]  # the dropped entry itself
+            row = [on_branch.get(str(branch[position].get("id")), -1), _WHY.index(why),
+                   on_branch.get(by, -1) if by is not None else -1, facts.chars[at]]
+            dropped.append(row)
+            # Most entries of a long session are dropped ones: their preview is the one `dropped` makes.
+            replaced[row[0]] = facts.whole_previews.get(at, previews[at])
+        if replaced:
+            previews = list(previews)
+            for at, preview in replaced.items():
+                if at >= 0:
+                    previews[at] = preview
+        header = self.header
+        return {
+            "version": 1,
+            "file": file_name,
+            "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
+            "name": index.session_name(),
+            "ids": facts.ids,
+            "kinds": facts.kinds,
+            "roles": facts.roles,
+            "flags": facts.flags,
+            "previews": previews,
+            "order": facts.order,
+            "prefix": facts.prefix,
+            "labels": facts.labels,
+            "branch": branch_index,
+            "leaf": branch_index[-1] if branch_index else None,
+            "dropped": dropped,
+            "compactions": compactions,
+            "plot": plot,
+            "models": facts.models,
+        }, facts
 
 
 def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
