@@ -3,6 +3,8 @@ same run, on realistic sessions (`gen_realistic.py`) and the real Pi sessions:
 
 * `picontext context FILE --json` vs `node pi_cli.mjs context FILE` (Pi's loadEntriesFromFile +
   buildSessionContext + JSON.stringify): wall time and peak RSS (`/usr/bin/time`), outputs equal;
+  on the real Pi sessions as they are (legacy v1) and migrated to v3 (as Pi rewrites them on its
+  first open), and on realistic generated ones;
 * `picontext sessions --all --json` (second run: from the index cache) vs `SessionManager.listAll()`
   over N sessions of ~1 MB, same sessions and message counts;
 * `picontext compact --strategy mask FILE` (a copy) vs Pi's `prepareCompaction` (node process).
@@ -44,6 +46,13 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int
     return float(seconds), int(kb) * 1024, proc.stdout, float(user) + float(system)
 
 
+def home_env(home: str | Path, **extra: str) -> dict[str, str]:
+    """The environment of a picontext whose sessions and caches are all under `home`: the caches
+    live in picontext's cache directory (`PICONTEXT_CACHE_DIR`), not under `PICONTEXT_DIR`
+    (before issue 19 they were in `PICONTEXT_DIR/index`: under `home` either way)."""
+    return {**os.environ, "PICONTEXT_DIR": str(home), "PICONTEXT_CACHE_DIR": str(Path(home) / "cache"), **extra}
+
+
 def best(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int, bytes]:
     runs = [timed(cmd, env) for _ in range(repeat)]
     return min(r[0] for r in runs), min(r[1] for r in runs), runs[-1][2]
@@ -72,7 +81,7 @@ def _append_like_pi(path: Path, n: int) -> bool:
 
 def bench_context(files: list[Path], repeat: int) -> None:
     """Per file, `repeat` rounds of four whole processes each, interleaved so machine load hits
-    them alike: picontext cold (a fresh PICONTEXT_DIR: no index cache, it is built and written),
+    them alike: picontext cold (a fresh home: no index cache, it is built and written),
     picontext warm (the cache of an earlier call is there, the file unchanged), picontext after
     an append (on a copy: the cache of an earlier call, then one line appended as Pi appends it,
     so the cache is checked and extended) and Pi. Median and best wall time; peak RSS is the
@@ -89,7 +98,7 @@ def bench_context(files: list[Path], repeat: int) -> None:
         entries = sum(1 for _ in path.open("rb")) - 1
         cmd = [*PY, "context", str(path), "--json"]
         warm_home = tempfile.mkdtemp(prefix="bench-ctx-warm-")
-        warm_env = {**os.environ, "PICONTEXT_DIR": warm_home}
+        warm_env = home_env(warm_home)
         copy = Path(warm_home) / f"copy-{path.name}"
         shutil.copy(path, copy)
         copy_cmd = [*PY, "context", str(copy), "--json"]
@@ -100,7 +109,7 @@ def bench_context(files: list[Path], repeat: int) -> None:
             for n in range(repeat):
                 cold_home = tempfile.mkdtemp(prefix="bench-ctx-cold-")
                 try:
-                    cold.append(timed(cmd, {**os.environ, "PICONTEXT_DIR": cold_home}))
+                    cold.append(timed(cmd, home_env(cold_home)))
                 finally:
                     shutil.rmtree(cold_home)
                 warm.append(timed(cmd, warm_env))
@@ -132,7 +141,7 @@ def bench_listing(count: int, repeat: int) -> None:
         directory.mkdir(parents=True)
         for i in range(count):
             generate(str(directory / f"2026-03-01T10-00-00-{i:03d}Z_s{i}.jsonl"), 1300, seed=i)
-        env = {**os.environ, "PICONTEXT_DIR": str(home), "PI_CODING_AGENT_DIR": str(home)}
+        env = home_env(home, PI_CODING_AGENT_DIR=str(home))
         first = timed([*PY, "sessions", "--all", "--json"], env)
         ours = best([*PY, "sessions", "--all", "--json"], repeat, env)
         pi = best([*NODE, "list"], repeat, env)
@@ -159,6 +168,22 @@ def bench_mask(files: list[Path], repeat: int) -> None:
               f"{pi[0]:.2f} s (prepare alone {json.loads(pi[2])['ms']:.0f} ms) | ratio {min(ours_runs) / pi[0]:.2f} |")
 
 
+def real_v3(path: Path) -> Path:
+    """A real legacy session as Pi leaves it after its first open: migrated to version 3 (ids and
+    parents given to every entry) and written back, so `context --json` takes the entry columns'
+    path on real content (a legacy file goes to the full reader)."""
+    from picontext import _json
+    from picontext.session.migrations import migrate_to_current
+    from picontext.session.store import read_session_file
+
+    out = Path(tempfile.gettempdir()) / f"picontext-bench-{path.stem}-v3.jsonl"
+    if not out.exists():
+        entries = read_session_file(str(path)).entries
+        migrate_to_current(entries)
+        out.write_bytes(b"".join(_json.dumps_line(e) for e in entries))
+    return out
+
+
 def compile_bytecode() -> None:
     """picontext as installed (pip compiles every module to bytecode at install): without the
     `.pyc` files, as in a checkout run with PYTHONDONTWRITEBYTECODE=1, every call would compile
@@ -182,7 +207,7 @@ def main() -> None:
             generate(str(path), size)
         files.append(path)
     if "context" not in skip:
-        bench_context([*REAL, *files], args.repeat)
+        bench_context([*REAL, *map(real_v3, REAL), *files], args.repeat)
     if args.list and "list" not in skip:
         bench_listing(args.list, args.repeat)
     if "mask" not in skip:

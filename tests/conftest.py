@@ -17,9 +17,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own PICONTEXT_DIR so nothing touches the user's real sessions."""
+    """Every test gets its own PICONTEXT_DIR (and cache directory) so nothing touches the user's
+    real sessions or caches."""
     home = tmp_path_factory.mktemp("picontext-home")
     monkeypatch.setenv("PICONTEXT_DIR", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("PICONTEXT_CACHE_DIR", raising=False)
     return home
 
 

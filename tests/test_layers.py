@@ -15,7 +15,7 @@ ALLOWED = {layer: set(ORDER[: i + 1]) for i, layer in enumerate(ORDER)}
 ALLOWED["testing"] = {"ai", "session", "compaction", "agent", "testing"}
 ALLOWED["cli"] = ALLOWED["cli"] | {"testing", "viewer"}  # `picontext demo` runs against the scripted model server
 ALLOWED["viewer"] = {"ai", "session", "compaction", "viewer"}  # the HTML export/server: shows, never computes anew
-BASE = {"", "_json", "_clock", "_gc", "errors"}  # shared foundations under picontext/
+BASE = {"", "_json", "_clock", "_gc", "_files", "errors"}  # shared foundations under picontext/
 
 
 def _imports(path: Path) -> set[str]:
@@ -46,5 +46,5 @@ def test_layer_imports_only_earlier_layers(layer: str) -> None:
 
 
 def test_foundations_import_no_layer() -> None:
-    for name in ("_json.py", "_clock.py", "_gc.py", "errors.py"):
+    for name in ("_json.py", "_clock.py", "_gc.py", "_files.py", "errors.py"):
         assert not (_imports(SRC / name) - BASE), name

@@ -8,6 +8,12 @@ have_server() {
   command -v initdb >/dev/null 2>&1 && return 0
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
+# --check: is it here? If not, one line on what is missing and which tests need it (scripts/install/needs).
+if [ "${1:-}" = --check ]; then
+  have_server && exit 0
+  echo "postgresql (Debian package): the PostgreSQL store tests in tests/pgstore/ skip (fail with CI=true)"
+  exit 1
+fi
 if ! have_server && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   mkdir -p /etc/postgresql-common
   conf=/etc/postgresql-common/createcluster.conf

@@ -13,6 +13,7 @@
     │   ├── SessionLockedError      another process holds the file lock too long
     │   ├── StaleSessionError       another writer appended (or replaced the log) since our tail
     │   └── SessionWriteError       the disk refused a write (full, vanished file)
+    │       └── WriteOutcomeUnknown the answer to a write was lost: stored or not, storage tells
     ├── ProviderError               (ai layer) transport and HTTP failures outside a stream
     │   └── ContextOverflowError
     └── CompactionError
@@ -101,6 +102,12 @@ class SessionWriteError(SessionError, OSError):
         return str(self.args[0])
 
 
+class WriteOutcomeUnknown(SessionWriteError):
+    """A write was sent but its answer never came (the connection died at COMMIT): it may or may
+    not be stored. Only reading the store tells; the session manager does that before its next
+    write (docs/storage.md, "A lost COMMIT")."""
+
+
 class ProviderError(PicontextError):
     pass
 
@@ -144,6 +151,20 @@ class SummaryAborted(SummarizationFailed):
 
 class SummaryEmpty(SummarizationFailed):
     pass
+
+
+class SummaryTimeout(SummaryError):
+    """A summary request took longer than `compaction.summaryTimeoutMs`."""
+
+
+class SummaryUnusable(SummarizationFailed):
+    """The model returned a summary that cannot serve: larger than what it replaces or far over
+    its budget (`kind` "oversize"), a refusal ("refusal"), or repetition without content
+    ("garbage")."""
+
+    def __init__(self, message: str, kind: str = "garbage") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class SessionChanged(CompactionError):

@@ -14,7 +14,7 @@ def test_wire_strings_snapshot() -> None:
         "auto_retry_start", "auto_retry_end", "thinking_level_changed", "extension_error",
         "compaction_skipped", "prompt_cancelled", "summarization_retry_scheduled",
         "summarization_retry_attempt_start", "summarization_retry_finished",
-        "compaction_background_start", "compaction_background_discarded",
+        "compaction_background_start", "compaction_background_discarded", "compaction_progress",
     )  # fmt: skip
     assert HOOK_EVENTS == (
         "context", "tool_call", "tool_result", "session_before_compact", "session_compact",

@@ -46,17 +46,22 @@ async def test_issue_9476_huge_tool_output_reported_small_never_compacts_twice(
         await session.prompt(f"question {i}")
     starts = of(events, "compaction_start")
     assert len(starts) <= 1
-    assert len([e for e in file_entries(session) if e["type"] == "compaction"]) == len(summarizer.requests) <= 1
+    compactions = [e for e in file_entries(session) if e["type"] == "compaction"]
+    assert len(compactions) <= 1 and len(summarizer.requests) <= 2 * len(compactions)  # a split turn asks two
     skipped = of(events, "compaction_skipped")
     assert len(skipped) <= 1 and all("above the compaction threshold" in e["message"] for e in skipped)
 
 
+BLOATED = "## Goal\n" + "bloated summary " * 385
+
+
 async def test_a_compaction_loop_is_detected_and_stopped_with_one_message(
         server: ScriptedModelServer, tmp_path: Path) -> None:
-    # The summarizer writes summaries nearly as large as the threshold: every compaction frees nothing.
-    summarizer = ScriptedCompletion(default="## Goal\n" + "bloated summary " * 690)
+    # The summarizer writes summaries as large as they may be (just under twice their 800-token
+    # budget, smaller than what they replace) and a large tail is kept: every compaction frees nothing.
+    summarizer = ScriptedCompletion(default=BLOATED)
     session, events = make(server, tmp_path, window=4000, summarizer=summarizer,
-                           compaction={"reserveTokens": 1000, "keepRecentTokens": 500})
+                           compaction={"reserveTokens": 1000, "keepRecentTokens": 1000})
     for i in range(14):
         await ask(session, server, i)
     stopped = [e for e in of(events, "compaction_skipped") if "Auto-compaction stopped" in e["message"]]
@@ -68,9 +73,9 @@ async def test_a_compaction_loop_is_detected_and_stopped_with_one_message(
 
 
 async def test_loop_guard_off_keeps_compacting(server: ScriptedModelServer, tmp_path: Path) -> None:
-    summarizer = ScriptedCompletion(default="## Goal\n" + "bloated summary " * 690)
+    summarizer = ScriptedCompletion(default=BLOATED)
     session, events = make(server, tmp_path, window=4000, summarizer=summarizer,
-                           compaction={"reserveTokens": 1000, "keepRecentTokens": 500, "loopGuard": False})
+                           compaction={"reserveTokens": 1000, "keepRecentTokens": 1000, "loopGuard": False})
     for i in range(14):
         await ask(session, server, i)
     assert not [e for e in of(events, "compaction_skipped") if "Auto-compaction stopped" in e["message"]]

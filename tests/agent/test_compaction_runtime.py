@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -174,10 +175,11 @@ async def test_hooks_supply_cancel_and_report(server: ScriptedModelServer, tmp_p
 async def test_summary_failure_reports_auto_compaction_failed(server: ScriptedModelServer, tmp_path: Path) -> None:
     from picontext.testing import http_error
 
-    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50})
+    session, events = make(server, tmp_path, compaction={"keepRecentTokens": 50, "fallbackSummary": False})
     await history(session, server, n=2)
     events.clear()
-    server.expect(reply(text("a"), usage=tokens(195_000, 10)), http_error(400, {"error": {"message": "bad summary"}}))
+    server.expect(reply(text("a"), usage=tokens(195_000, 10)), http_error(400, {"error": {"message": "bad summary"}}),
+                  http_error(400, {"error": {"message": "bad summary"}}))
     await session.prompt("x")
     end = next(e for e in events if e["type"] == "compaction_end")
     assert end["reason"] == "threshold" and end["aborted"] is False
@@ -272,16 +274,67 @@ async def test_prompt_aborted_during_its_pre_prompt_compaction_is_given_back(
 
 
 async def test_anti_thrash_skips_a_compaction_that_cannot_help(server: ScriptedModelServer, tmp_path: Path) -> None:
-    """The newest tool result alone is above the threshold: no summary is paid for, one line says why."""
+    """The newest user message alone is above the threshold (nothing a cut or a shortened tool
+    result could free): no summary is paid for, one line says why."""
     session, events = make(server, tmp_path, window=3000, compaction={"reserveTokens": 500, "keepRecentTokens": 2000})
     await history(session, server, n=1, size=200)
     events.clear()
-    server.expect(reply(tool_call("big", {"size": 12_000}), usage=tokens(300, 10)), text("done"))
-    await session.prompt("read it")
+    server.expect(reply(text("done"), usage=tokens(0, 0)))  # no usage: the estimate decides
+    await session.prompt("paste " + "p" * 12_000)
     skipped = [e for e in events if e["type"] == "compaction_skipped"]
     assert len(skipped) == 1 and "above the compaction threshold" in skipped[0]["message"]
     assert "compaction_start" not in types(events)
     assert "\n" not in skipped[0]["message"]
+
+
+async def test_a_newest_tool_result_above_the_threshold_is_shortened_and_the_run_goes_on(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """Ours: no cut can leave the tool result out (it is the newest message), so the compaction
+    shortens it to its beginning with a context edit, and the next request fits."""
+    session, events = make(server, tmp_path, window=3000, compaction={"reserveTokens": 500, "keepRecentTokens": 2000})
+    await history(session, server, n=1, size=200)
+    events.clear()
+    summary = "hand-off notes"  # the summarizer's system prompt; the turn is split: history and prefix
+    server.expect(reply(tool_call("big", {"size": 12_000}), usage=tokens(300, 10)),
+                  *[text("## Goal\nread").when_body_contains(summary) for _ in range(2)],
+                  text("done").when(lambda r: summary not in json.dumps(r.body)))
+    await session.prompt("read it")
+    assert not [e for e in events if e["type"] == "compaction_skipped"]
+    assert [e["type"] for e in events if e["type"] in ("compaction_start", "compaction_end")] == [
+        "compaction_start", "compaction_end"]
+    edits = [e for e in file_entries(session) if e["type"] == "context_edit"]
+    assert len(edits) == 1
+    assert edits[0]["replacement"]["content"][0]["text"].startswith(
+        '[tool result shortened by picontext: big(size=12000) returned 12000 characters')
+    last = json.dumps(server.requests[-1].body)
+    assert "tool result shortened by picontext" in last and len(last) < 3000 * 4
+
+
+async def test_a_manual_compaction_shortens_a_kept_tool_result_no_cut_can_leave_out(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """Ours: /compact on a session whose newest tool output alone is over the threshold (the
+    session stopped right after it) frees the window."""
+    session, _ = make(server, tmp_path, window=3000,
+                      compaction={"enabled": False, "reserveTokens": 500, "keepRecentTokens": 2000})
+    await history(session, server, n=2, size=200)
+    manager = session.manager
+    manager.append_message({"role": "user", "content": "read it", "timestamp": 1})
+    call = {"type": "toolCall", "id": "c1", "name": "big", "arguments": {"size": 12_000}}
+    manager.append_message({"role": "assistant", "content": [call], "api": "openai-completions",
+                            "provider": "openai-compatible", "model": "scripted-model", "stopReason": "toolUse",
+                            "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                                      "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                            "timestamp": 1})
+    result_id = manager.append_message({"role": "toolResult", "toolCallId": "c1", "toolName": "big",
+                                        "content": [{"type": "text", "text": "x" * 12_000}], "isError": False,
+                                        "timestamp": 1})
+    server.expect(text("## Goal\nread"), text("## Goal\nread"))  # a split turn: history and prefix
+    result = await session.compact()
+    edits = [e for e in file_entries(session) if e["type"] == "context_edit"]
+    assert [e["targetId"] for e in edits] == [result_id]
+    shortened = edits[0]["replacement"]["content"][0]["text"]
+    assert shortened.startswith("[tool result shortened by picontext: big(size=12000)")
+    assert result["estimatedTokensAfter"] < 2500
 
 
 async def test_s8_manual_compaction_during_a_response(server: ScriptedModelServer, tmp_path: Path) -> None:

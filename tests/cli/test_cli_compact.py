@@ -34,13 +34,44 @@ def example(tmp_path: Path) -> Path:
 def test_dry_run_json_report(example: Path) -> None:
     before = example.read_bytes()
     out = run("compact", str(example), "--dry-run", "--json")
-    assert out.returncode == 0 and json.loads(out.stdout) is None  # everything fits the default 20000 window
+    assert json.loads(out.stdout) is None  # everything fits the default 20000 window
+    assert out.returncode == 2 and out.stderr.startswith("picontext: Nothing to compact")  # as the real run
     out = run("compact", str(example), "--dry-run", "--json", "--keep-recent-tokens", "2000")
     report = json.loads(out.stdout)
     assert set(report) == {"firstKeptEntryId", "tokensBefore", "isSplitTurn", "messagesToSummarize",
                            "turnPrefixMessages", "previousSummary", "readFiles", "modifiedFiles"}
     assert report["previousSummary"].startswith("## Goal")
     assert example.read_bytes() == before
+
+
+def test_nothing_to_compact_gives_its_reason_and_the_exit_code_of_the_real_run(example: Path) -> None:
+    dry = run("compact", str(example), "--dry-run")
+    real = run("compact", str(example), "--model", "anthropic/claude-sonnet-4-5")  # refused before any request
+    reason = "Nothing to compact (session too small): the messages since the last compaction (~5,326 tokens"
+    assert dry.returncode == 2 and dry.stdout == "" and dry.stderr.count("\n") == 1
+    assert dry.stderr.startswith(f"picontext: {reason}"), dry.stderr
+    assert "tokens by chars/4) all fall in the part a compaction keeps, the newest keepRecentTokens (20,000)" \
+        in dry.stderr and "a smaller --keep-recent-tokens summarizes more" in dry.stderr
+    assert real.returncode == 2 and "No API key" in real.stderr  # the real run needs its key before it plans
+    with ScriptedModelServer() as server:  # no request is made: the plan comes first
+        (Path(os.environ["PICONTEXT_DIR"]) / "models.json").write_text(json.dumps({"providers": {"scripted": {
+            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
+            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        real = run("compact", str(example), "--model", "scripted/m1")
+        assert server.requests == []
+    assert real.returncode == 2 and real.stderr == dry.stderr
+
+
+def test_mask_dry_run_and_real_run_agree_when_there_is_nothing_to_mask(example: Path) -> None:
+    dry = run("compact", str(example), "--strategy", "mask", "--dry-run")
+    real = run("compact", str(example), "--strategy", "mask")
+    assert dry.returncode == real.returncode == 2 and dry.stdout == real.stdout == ""
+    assert dry.stderr == real.stderr == ("picontext: Nothing to mask: no tool result is older than the keep window "
+                                         "(keepRecentTokens 20,000; a smaller --keep-recent-tokens masks more)\n")
+    dry = run("compact", str(example), "--strategy", "mask", "--dry-run", "--json")
+    assert dry.returncode == 2 and json.loads(dry.stdout) == []
+    dry = run("compact", str(example), "--strategy", "mask", "--dry-run", "--keep-recent-tokens", "2000")
+    assert dry.returncode == 0 and dry.stdout.startswith("would mask ")
 
 
 def test_mask_needs_no_model_or_network(example: Path) -> None:
@@ -89,17 +120,57 @@ def test_summary_over_http_appends_and_prints_tokens(example: Path) -> None:
     assert "## Original Request\nmypy" in last["summary"] and "**Turn Context (split turn):**" in last["summary"]
 
 
-def test_failed_summary_leaves_file_untouched(example: Path) -> None:
-    home = Path(os.environ["PICONTEXT_DIR"])
+def _scripted_models(server: ScriptedModelServer) -> None:
+    (Path(os.environ["PICONTEXT_DIR"]) / "models.json").write_text(json.dumps({"providers": {"scripted": {
+        "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
+        "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_failed_summary_with_no_fallback_appends_only_its_failure_records(example: Path) -> None:
     before = example.read_bytes()
     with ScriptedModelServer() as server:
-        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"))  # Anthropic's "length"
-        (home / "models.json").write_text(json.dumps({"providers": {"scripted": {
-            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
-            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        # A split turn, history then prefix, twice: the prefix hits Anthropic's cap ("length") both times.
+        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"),
+                      text("## Goal\nok"), text("cut off").with_stop("max_tokens"))
+        _scripted_models(server)
+        out = run("compact", str(example), "--model", "scripted/m1", "--keep-recent-tokens", "2000", "--no-fallback")
+        server.assert_complete()
+    assert out.returncode == 2 and "token cap" in out.stderr and len(out.stderr.splitlines()) == 1
+    after = example.read_bytes()
+    assert after.startswith(before)  # nothing rewritten; no compaction, only the two records
+    added = [json.loads(line) for line in after[len(before):].decode().splitlines()]
+    assert [(e["type"], e["customType"], e["data"]["attempt"], e["data"]["kind"], e["data"]["next"])  # type: ignore[index]
+            for e in added] == [("custom", "picontext.compaction-failed", 1, "length", "retry"),
+                                ("custom", "picontext.compaction-failed", 2, "length", "none")]
+
+
+def test_a_failed_summary_compacts_with_the_mechanical_summary_and_says_so_in_one_line(example: Path) -> None:
+    before = _lines(example)
+    with ScriptedModelServer() as server:
+        server.expect(text("## Goal\nok"), text("cut off").with_stop("max_tokens"),
+                      text("## Goal\nok"), text("cut off").with_stop("max_tokens"))
+        _scripted_models(server)
         out = run("compact", str(example), "--model", "scripted/m1", "--keep-recent-tokens", "2000")
-    assert out.returncode == 2 and "token cap" in out.stderr
-    assert example.read_bytes() == before
+        server.assert_complete()
+    assert out.returncode == 0, out.stderr
+    assert "compacted with a mechanical summary up to" in out.stdout
+    [notice] = out.stderr.splitlines()
+    assert notice.startswith("picontext: the model's summary failed twice (last: it hit its token cap)")
+    rows = _lines(example)
+    assert [e["type"] for e in rows[len(before):]] == ["custom", "custom", "compaction"]
+    compaction = rows[-1]
+    assert compaction["details"]["fallback"]["reason"] == "length"  # type: ignore[index]
+    assert compaction["details"]["fallback"]["attempts"] == 2  # type: ignore[index]
+    context = SessionManager.open(str(example)).build_session_context()
+    assert [m["role"] for m in context["messages"]].count("compactionSummary") == 1
+    out = run("stats", str(example), "--json")
+    failures = json.loads(out.stdout)["compactionFailures"]
+    assert [(f["attempt"], f["kind"], f["next"]) for f in failures] == [(1, "length", "retry"), (2, "length",
+                                                                                                 "fallback")]
 
 
 def test_eval_compaction() -> None:

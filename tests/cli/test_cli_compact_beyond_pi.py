@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.resumable import SPAN_END_TYPE, SPAN_TYPE
 from picontext.testing import ScriptedModelServer, text
 
@@ -68,6 +69,8 @@ def test_summary_model_flag_writes_with_the_other_model_and_stats_show_its_cost(
                                      "cacheRead": 0, "cacheWrite": 0, "cost": last["usage"]["cost"]["total"]}]
     table = run("stats", str(example)).stdout
     assert "summary model" in table and "scripted/small" in table
+    pi_row = next(line for line in table.splitlines() if line.startswith(stats["compactions"][0]["id"][:16]))
+    assert pi_row.endswith("  not recorded (Pi does not record the summary model)")  # never a bare "?"
 
 
 def test_compaction_model_setting_picks_the_summarizer_per_model(example: Path) -> None:
@@ -110,12 +113,14 @@ def test_resumable_failure_closes_the_span_and_the_next_run_plans_afresh(example
     write_settings({"resumable": True})
     with ScriptedModelServer() as server:
         write_models(server)
-        server.expect(text("## Goal\nok"), text("cut").with_stop("max_tokens"))
-        out = run("compact", str(example), "--model", "scripted/big", "--keep-recent-tokens", "2000")
+        server.expect(text("## Goal\nok"), text("cut").with_stop("max_tokens"),
+                      text("## Goal\nok"), text("cut").with_stop("max_tokens"))
+        out = run("compact", str(example), "--model", "scripted/big", "--keep-recent-tokens", "2000",
+                  "--no-fallback")
         assert out.returncode == 2 and "token cap" in out.stderr
-        tail = lines(example)[-2:]
-        assert [e.get("customType") for e in tail] == [SPAN_TYPE, SPAN_END_TYPE]
-        assert tail[1]["data"] == {"spanId": tail[0]["id"], "outcome": "failed"}
+        tail = lines(example)[-4:]
+        assert [e.get("customType") for e in tail] == [SPAN_TYPE, FAILURE_TYPE, FAILURE_TYPE, SPAN_END_TYPE]
+        assert tail[3]["data"] == {"spanId": tail[0]["id"], "outcome": "failed"}
         server.expect(text("## Goal\nA"), text("## Original Request\nB"))
         out = run("compact", str(example), "--model", "scripted/big", "--keep-recent-tokens", "2000")
         server.assert_complete()

@@ -283,15 +283,29 @@ def test_sessions_empty_and_custom_dir(tmp_path: Path) -> None:
     proj.mkdir()
     empty = run("sessions", "--json", cwd=proj)
     assert empty.returncode == 0 and json.loads(empty.stdout) == []
-    assert "no sessions" in run("sessions", cwd=proj).stdout
+    said = run("sessions", cwd=proj).stdout
+    assert f"no sessions for the directory {proj}: only sessions started here are listed" in said
+    assert "--all lists every project's" in said  # the filter is named, and the way around it
     flat = tmp_path / "flat"
     mine = _make_session(str(proj), "mine", T0, str(flat))
-    _make_session("/somewhere/else", "theirs", T0 + 1000, str(flat))
+    theirs = _make_session("/somewhere/else", "theirs", T0 + 1000, str(flat))
     (flat / "junk.jsonl").write_text("not a session\n")
+    # --dir lists the directory: every session in it, whatever the directory it was started in
     rows = json.loads(run("sessions", "--json", "--dir", str(flat), cwd=proj).stdout)
-    assert [r["id"] for r in rows] == [mine.get_session_id()]
+    assert [r["id"] for r in rows] == [theirs.get_session_id(), mine.get_session_id()]
+    table = run("sessions", "--dir", str(flat), cwd=proj).stdout
+    assert "theirs" in table and "mine" in table and "/somewhere/else" in table  # with their cwd
     all_rows = json.loads(run("sessions", "--all", "--json", "--dir", str(flat), cwd=proj).stdout)
-    assert len(all_rows) == 2
+    assert all_rows == rows
+    (tmp_path / "none").mkdir()
+    said = run("sessions", "--dir", str(tmp_path / "none"), cwd=proj)
+    assert said.returncode == 0 and f"no sessions in {tmp_path / 'none'}" in said.stdout
+
+
+def test_sessions_dir_that_does_not_exist_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    assert_one_line_error(run("sessions", "--dir", str(tmp_path / "missing")), f"no such directory: {tmp_path}")
+    (tmp_path / "file").write_text("")
+    assert_one_line_error(run("sessions", "--dir", str(tmp_path / "file"), "--json"), "not a directory")
 
 
 # ---------------------------------------------------------------------------- sessions by id, options

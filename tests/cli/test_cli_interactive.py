@@ -314,6 +314,45 @@ def test_inspection_pages_through_pager_and_fits_the_terminal(tmp_path: Path) ->
             term.close()
 
 
+def test_show_keeps_markers_on_their_line_and_tree_shows_the_leaf_mark(tmp_path: Path) -> None:
+    """At the terminal's width a long entry is shortened, never its `[compacted]` marker wrapped
+    onto a line of its own, nor `<- leaf` and labels cut off the end of the tree."""
+    from picontext.session.manager import SessionManager
+
+    home = Path(os.environ["PICONTEXT_DIR"])
+    sm = SessionManager.create(str(tmp_path))
+    ids = [sm.append_message({"role": "user", "content": f"question {n} " + "word " * 60, "timestamp": n})
+           for n in range(6)]
+    sm.append_message({"role": "assistant", "content": [{"type": "text", "text": "ok"}], "api": "x", "provider": "p",
+                       "model": "m", "stopReason": "stop", "timestamp": 7, "usage": {}})  # the file is written
+    sm.append_compaction("the summary " * 30, ids[3], 5_000)
+    omitted = sm.append_context_edit(ids[5], None)
+    replaced = sm.append_context_edit(ids[3], {"content": "shorter " * 30})
+    sm.append_label_change(ids[4], "checkpoint")
+    leaf = sm.append_message({"role": "user", "content": "the newest question " + "word " * 60, "timestamp": 9})
+    env = {"PICONTEXT_DIR": str(home), "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    term = Terminal(f"{PICONTEXT} show --no-pager", tmp_path, env)
+    try:
+        screen = term.wait_for("EXITED-0")
+    finally:
+        term.close()
+    compacted = [line for line in screen.splitlines() if "[compacted]" in line]
+    assert [line.split()[1] for line in compacted] == ids[:3]  # marker and entry on one line
+    assert all(line.rstrip().endswith("[compacted]") and len(line) <= 120 for line in compacted)
+    lines = screen.splitlines()
+    assert next(line for line in lines if f" {ids[5]} " in line).rstrip().endswith(f"[omitted by {omitted}]")
+    assert next(line for line in lines if f" {ids[3]} " in line).rstrip().endswith(f"[replaced by {replaced}]")
+    term = Terminal(f"{PICONTEXT} tree --no-pager", tmp_path, env)
+    try:
+        screen = term.wait_for("EXITED-0")
+    finally:
+        term.close()
+    lines = screen.splitlines()
+    assert next(line for line in lines if line.startswith(leaf)).rstrip().endswith("<- leaf")
+    assert next(line for line in lines if line.startswith(ids[4])).rstrip().endswith("[checkpoint]")
+    assert max(len(line) for line in lines) <= 120
+
+
 def test_follow_up_with_alt_enter_and_compaction_spinner_cancelled_with_esc(server: ScriptedModelServer,
                                                                             tmp_path: Path) -> None:
     _, env = chat_home(server.url, {"compaction": {"keepRecentTokens": 10}})
@@ -394,7 +433,7 @@ def test_a_reply_taller_than_the_terminal_streams_its_last_screenful_then_prints
         term.close()
 
 
-def test_an_unreachable_server_is_named_in_the_chat(tmp_path: Path) -> None:
+def test_an_unreachable_server_is_named_in_the_chat_at_once(tmp_path: Path) -> None:
     with ScriptedModelServer() as gone:
         url = gone.url
     _, env = chat_home(url)
@@ -404,14 +443,33 @@ def test_an_unreachable_server_is_named_in_the_chat(tmp_path: Path) -> None:
         term.type("hello?")
         screen = term.wait_for("running?", timeout=60)
         assert f"is the server at {url}/v1 running?" in screen.replace("\n", "")
-        term.type("/exit")  # typed while it retries: a command is not queued as a message
+        # Nothing listens on this machine's port: refused is not transient, so no back-off first.
+        assert "Retrying" not in screen and "Giving up" not in screen
+        term.type("/exit")
+        term.wait_for("EXITED-0")
+    finally:
+        term.close()
+
+
+def test_exit_typed_while_the_model_answers_waits_and_is_not_queued(server: ScriptedModelServer,
+                                                                    tmp_path: Path) -> None:
+    _, env = chat_home(server.url)
+    hold = threading.Event()
+    server.expect(reply(text("Thinking it over, slowly and at length.")).hold_after(2, hold))
+    term = Terminal(f"{PICONTEXT} --no-session", tmp_path, env)
+    try:
+        term.wait_for("/help for commands")
+        term.type("hello?")
+        term.wait_for("Esc: abort")  # the reply is on its way (held by the server)
+        term.type("/exit")  # typed while the reply streams: a command is not queued as a message
         term.wait_for("/exit runs once the model is done")
-        term.wait_for("Giving up", timeout=60)
+        hold.set()
         term.wait_for("> /exit")  # kept in the editor
         term.send("Enter")
         screen = term.wait_for("EXITED-0")
         assert "queued" not in screen
     finally:
+        hold.set()
         term.close()
 
 

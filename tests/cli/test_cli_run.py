@@ -124,17 +124,15 @@ def test_no_model_one_line_exit_2(home: Path, tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1 and "No model selected" in result.stderr
 
 
-def test_unreachable_server_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+def test_an_unreachable_local_server_is_one_line_and_exit_2_at_once(home: Path, tmp_path: Path) -> None:
     with ScriptedModelServer() as gone:
         url = gone.url
     configure(home, url + "/v1")
     result = run(home, tmp_path, "-p", "hi", "--model", "scripted/m1", "--no-session")
     assert result.returncode == 2
-    *waits, last = result.stderr.strip().splitlines()
-    assert last.startswith("picontext: Connection error")
-    assert f"is the server at {url}/v1 running?" in last  # the URL it tried
-    # every back-off before it was announced, one line each
-    assert len(waits) == 3 and all("retrying in" in line for line in waits)
+    [line] = result.stderr.strip().splitlines()  # connection refused on this machine: no retry
+    assert line.startswith("picontext: Connection error")
+    assert f"is the server at {url}/v1 running?" in line  # the URL it tried
 
 
 def test_print_mode_announces_each_retry_wait_on_one_stderr_line(
@@ -190,8 +188,9 @@ def test_a_prompt_that_is_not_a_command_goes_to_the_chat(home: Path, tmp_path: P
     assert result.returncode == 2 and "no such file" in result.stderr
 
 
-def _history(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
-    (home / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 10}}))
+def _history(server: ScriptedModelServer, home: Path, tmp_path: Path, *, fallback: bool = True) -> None:
+    settings = {"keepRecentTokens": 10, **({} if fallback else {"fallbackSummary": False})}
+    (home / "settings.json").write_text(json.dumps({"compaction": settings}))
     configure(home, server.url + "/v1")
     server.expect(text("First answer, long enough to be worth summarizing. " * 20))
     assert run(home, tmp_path, "-p", "first question", "--model", "scripted/m1").returncode == 0
@@ -212,8 +211,9 @@ def test_print_mode_says_when_it_compacts_after_an_overflow(server: ScriptedMode
 @pytest.mark.parametrize("mode", ["text", "json"])
 def test_an_overflow_whose_summary_fails_says_why_in_one_line(server: ScriptedModelServer, home: Path,
                                                                tmp_path: Path, mode: str) -> None:
-    _history(server, home, tmp_path)
-    server.expect(overflow(), text("## Goal\nAn unfinished summ").with_stop("length"))
+    _history(server, home, tmp_path, fallback=False)  # Pi's behaviour: a failed summary ends the recovery
+    server.expect(overflow(), text("## Goal\nAn unfinished summ").with_stop("length"),
+                  text("## Goal\nStill unfinish").with_stop("length"))
     result = run(home, tmp_path, "--mode", mode, "-c", "-p", "second question")
     assert result.returncode == 1
     final = result.stderr.splitlines()[-1]
@@ -222,12 +222,37 @@ def test_an_overflow_whose_summary_fails_says_why_in_one_line(server: ScriptedMo
     assert "did not help" not in result.stderr and "is compaction disabled" not in result.stderr
 
 
+@pytest.mark.parametrize("mode", ["text", "json"])
+def test_an_overflow_whose_summary_fails_twice_recovers_with_the_mechanical_summary_in_one_line(
+        server: ScriptedModelServer, home: Path, tmp_path: Path, mode: str) -> None:
+    _history(server, home, tmp_path)
+    server.expect(overflow(), text("## Goal\nAn unfinished summ").with_stop("length"),
+                  text("## Goal\nStill unfinish").with_stop("length"), text("Second answer."))
+    result = run(home, tmp_path, "--mode", mode, "-c", "-p", "second question")
+    assert result.returncode == 0, result.stderr
+    server.assert_complete()
+    if mode == "text":
+        assert result.stdout == "Second answer.\n"
+        [line] = [line for line in result.stderr.splitlines() if line.startswith("picontext: compacted")]
+        assert "(the model's summary failed twice (last: it hit its token cap); a mechanical summary replaced it" \
+            in line and line.endswith("; retrying the request")
+        assert "failed" not in result.stderr.replace(line, "")  # that one line says it all
+    else:
+        end = next(json.loads(x) for x in result.stdout.splitlines() if '"compaction_end"' in x)
+        assert end["willRetry"] is True and end["notice"].startswith("the model's summary failed twice")
+        assert end["result"]["details"]["fallback"]["reason"] == "length"
+    [path] = session_files(home)
+    records = [json.loads(x) for x in path.read_text().splitlines() if "picontext.compaction-failed" in x]
+    assert [(r["data"]["reason"], r["data"]["next"]) for r in records] == [("overflow", "retry"),
+                                                                          ("overflow", "fallback")]
+
+
 def test_a_summary_refused_with_a_json_body_is_shown_by_its_message(server: ScriptedModelServer, home: Path,
                                                                     tmp_path: Path) -> None:
-    _history(server, home, tmp_path)
+    _history(server, home, tmp_path, fallback=False)
     refused = {"error": {"message": "Invalid 'messages[1].content': string too long", "type": "invalid_request_error",
                          "param": "messages", "code": None}}
-    server.expect(overflow(), http_error(400, refused))
+    server.expect(overflow(), http_error(400, refused), http_error(400, refused))
     result = run(home, tmp_path, "-c", "-p", "second question")
     assert result.returncode == 1
     final = result.stderr.splitlines()[-1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from inprocess import run_main
 from picontext.compaction.tokens import estimate_context_tokens, estimate_tokens
 from picontext.session.projection import build_session_projection
 from picontext.session.store import load_file_entries
+from picontext.testing import ScriptedModelServer, text
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "sessions" / "refactor-session.jsonl"
@@ -70,8 +72,35 @@ def test_stale_usage_is_reported(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     proc = run(str(path))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("5001 tokens") and "staleness-aware: 3 tokens" in proc.stdout
-    assert json.loads(run(str(path), "--json").stdout)["perMessage"] == [2, 1]
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.startswith("3 tokens now · 2 messages · chars/4 estimate")
+    assert second == ("Pi's count (--json): 5001 tokens = usage 5001 at message 1 + 0 estimated after it; that usage "
+                      "was reported before context edit a3, so it still counts what that edit took out")
+    pi = {"tokens": 5001, "usageTokens": 5001, "trailingTokens": 0, "lastUsageIndex": 1}
+    assert json.loads(run(str(path), "--json").stdout) == {"estimate": pi, "perMessage": [2, 1]}  # exactly Pi's
+
+
+def test_after_a_compaction_both_counts_are_shown_and_the_stale_one_explained(tmp_path: Path) -> None:
+    """The compaction reports its before/after estimate; `tokens` then shows that same number as
+    the context now, and Pi's count (the kept reply's older usage) with the reason it is higher."""
+    copy = tmp_path / "s.jsonl"
+    copy.write_bytes(EXAMPLE.read_bytes())
+    with ScriptedModelServer() as server:
+        server.expect(text("## Goal\nFinish the refactor."), text("## Original Request\nmypy"))
+        (Path(os.environ["PICONTEXT_DIR"]) / "models.json").write_text(json.dumps({"providers": {"scripted": {
+            "baseUrl": server.url, "api": "anthropic-messages", "apiKey": "k",
+            "models": [{"id": "m1", "contextWindow": 200000, "maxTokens": 4096}]}}}))
+        done = run_main("compact", str(copy), "--model", "scripted/m1", "--keep-recent-tokens", "2000", "--json")
+    assert done.returncode == 0, done.stderr
+    after = json.loads(done.stdout)["tokensAfter"]
+    compaction = json.loads(copy.read_text().splitlines()[-1])["id"]
+    proc = run(str(copy))
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.startswith(f"{after} tokens now ·")  # the number the compaction reported
+    assert second.startswith("Pi's count (--json): 21792 tokens = usage 21792 at message ")
+    assert second.endswith(f"reported before compaction {compaction}, so it still counts what that compaction "
+                           "summarized")
+    assert json.loads(run(str(copy), "--json").stdout)["estimate"]["tokens"] == 21792  # Pi's, unchanged
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:

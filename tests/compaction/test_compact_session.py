@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from picontext.ai.retry import RetryPolicy
 from picontext.compaction.compact import compact_session, estimated_tokens
 from picontext.compaction.completion import ScriptedCompletion, StreamCompletion, assistant_reply
 from picontext.compaction.prompts import TURN_PREFIX_PROMPT
+from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.settings import CompactionSettings
 from picontext.errors import NothingToCompact, SessionChanged, SummaryError, SummaryTruncated
 from picontext.session.manager import SessionManager
@@ -44,13 +46,20 @@ async def test_summary_appends_one_compaction(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("reply", [assistant_reply("", stop_reason="error", error="overloaded_error: boom"),
                                    assistant_reply("half a summ", stop_reason="length")])
-async def test_failing_summarizer_leaves_file_byte_identical(tmp_path: Path, reply: dict) -> None:
+async def test_a_failing_summarizer_without_fallback_appends_only_its_failure_records(tmp_path: Path,
+                                                                                     reply: dict) -> None:
     manager = tool_session(tmp_path)
     file = manager.get_session_file()
     before = _read(file)
     with pytest.raises((SummaryError, SummaryTruncated)):
-        await compact_session(manager, completion=ScriptedCompletion(default=reply), settings=SMALL)
-    assert _read(file) == before
+        await compact_session(manager, completion=ScriptedCompletion(default=reply), settings=SMALL, fallback=False)
+    after = _read(file)
+    assert after.startswith(before)
+    added = [json.loads(line) for line in after[len(before):].splitlines()]
+    assert [(e["type"], e["customType"], e["data"]["next"]) for e in added] == [
+        ("custom", FAILURE_TYPE, "retry"), ("custom", FAILURE_TYPE, "none")]
+    projection = SessionManager.open(file).build_session_projection()
+    assert "compactionSummary" not in [m["role"] for m in projection.messages]
 
 
 async def test_refused_when_the_file_changed_meanwhile(tmp_path: Path) -> None:

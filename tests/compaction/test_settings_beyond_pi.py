@@ -30,6 +30,26 @@ def test_values_and_per_model_overrides() -> None:
     assert CompactionSettings.from_json(plain.to_json()) == plain
 
 
+def test_background_tokens_auto_top_level_and_per_model() -> None:
+    s = Settings({"compaction": {"backgroundTokens": "auto",
+                                 "modelOverrides": {"p/fixed": {"backgroundTokens": 90_000},
+                                                    "p/auto": {"backgroundTokens": "auto"}}}})
+    assert s.compaction(("p", "other")).background_tokens == "auto"
+    assert s.compaction(("p", "fixed")).background_tokens == 90_000
+    fixed_top = Settings({"compaction": {"backgroundTokens": 50_000,
+                                         "modelOverrides": {"p/auto": {"backgroundTokens": "auto"}}}})
+    assert fixed_top.compaction(("p", "auto")).background_tokens == "auto"
+    auto = s.compaction(("p", "other"))
+    assert auto.to_json()["backgroundTokens"] == "auto"
+    assert CompactionSettings.from_json(auto.to_json()) == auto
+
+
+@pytest.mark.parametrize("value", ["Auto", "fast", True, None, -1])
+def test_background_tokens_takes_a_number_or_auto_only(value: object) -> None:
+    with pytest.raises(ConfigError, match=r'compaction\.backgroundTokens: expected .*or "auto"'):
+        Settings().with_overrides({"compaction": {"backgroundTokens": value}}, "f.json")
+
+
 @pytest.mark.parametrize(("section", "key"), [
     ({"backgroundTokens": -5}, "compaction.backgroundTokens"),
     ({"resumable": "yes"}, "compaction.resumable"),

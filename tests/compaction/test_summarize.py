@@ -132,18 +132,6 @@ async def test_split_turn_on_a_one_at_a_time_server_asks_history_then_prefix() -
     assert len(model.requests) == 1 and result.summary.startswith("No prior history.\n\n---")
 
 
-def test_a_server_on_this_machine_gets_one_summary_request_at_a_time() -> None:
-    from picontext.compaction.completion import StreamCompletion
-
-    def model(base_url: str) -> dict:
-        return {"id": "m", "provider": "p", "api": "openai-completions", "baseUrl": base_url,
-                "contextWindow": 1000, "maxTokens": 100, "reasoning": False}
-
-    for base_url in ("http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:1234/v1"):
-        assert StreamCompletion(model(base_url)).one_at_a_time, base_url
-    assert not StreamCompletion(model("https://api.openai.com/v1")).one_at_a_time
-
-
 @pytest.mark.parametrize(
     ("reply", "error", "message"),
     [
@@ -194,27 +182,6 @@ def test_chunking_keeps_plain_text_when_it_fits() -> None:
     assert all(len(c) <= 600 for c in chunks) and "".join(chunks).count("z") == 4000
 
 
-async def test_large_span_is_summarized_in_chunks_oldest_first() -> None:
-    msgs = []
-    for i in range(40):
-        msgs += [user(f"step {i} " + "word " * 300), assistant(f"done {i}")]
-    seen: list[str] = []
-
-    def reply(req):
-        text = _text(req)
-        assert len(text) / 4 < 4000  # the request fits the 4000-token window
-        seen.append(text)
-        return f"summary after chunk {len(seen)}"
-
-    model = ScriptedCompletion(default=reply, context_window=4000, max_output_tokens=500)
-    result = await summarize_preparation(Prep(msgs), model, reserve_tokens=1000, verify=False)
-    assert len(seen) > 3
-    assert "step 0 " in seen[0] and "step 39 " in seen[-1]
-    for i in range(1, len(seen)):  # each result is fed forward as the previous summary
-        assert f"<previous-summary>\nsummary after chunk {i}\n</previous-summary>" in seen[i]
-    assert result.summary == f"summary after chunk {len(seen)}" and result.calls == len(seen)
-
-
 def _dense_server(window: int, ratio: float, seen: list[str]):
     """A summarizer whose real tokenizer counts `ratio` x chars/4 (numbers on a small local model)
     and that answers a request over its window with the wording llama.cpp's server uses."""
@@ -230,22 +197,6 @@ def _dense_server(window: int, ratio: float, seen: list[str]):
         return f"summary after chunk {len(seen)}"
 
     return reply
-
-
-async def test_a_chunk_the_server_finds_too_large_is_split_and_the_fold_goes_on() -> None:
-    msgs = []
-    for i in range(40):
-        msgs += [user(f"step {i} " + "4821 9075 " * 150), assistant(f"done {i}")]
-    seen: list[str] = []
-    model = ScriptedCompletion(default=_dense_server(4000, 1.6, seen), context_window=4000, max_output_tokens=500)
-    result = await summarize_preparation(Prep(msgs), model, reserve_tokens=1000, verify=False)
-    refused = len(model.requests) - len(seen)
-    assert refused >= 1  # the chars/4 chunking was short: the server refused at least one chunk
-    assert "step 0 " in seen[0] and "step 39 " in seen[-1]
-    for i in range(1, len(seen)):  # the fold over the smaller chunks still carries the summary forward
-        assert f"<previous-summary>\nsummary after chunk {i}\n</previous-summary>" in seen[i]
-    assert all(f"step {i} " in "".join(seen) for i in range(40))  # nothing skipped
-    assert result.summary == f"summary after chunk {len(seen)}" and result.calls == len(model.requests)
 
 
 async def test_an_overflow_that_smaller_chunks_cannot_cure_fails_the_compaction() -> None:

@@ -41,13 +41,13 @@ def test_realistic_session_cold_warm_and_after_a_pi_append(pi: Any, tmp_path: Pa
     path = str(tmp_path / "realistic.jsonl")
     gen_realistic.generate(path, 2500, seed=21)
     _check_cold_warm(pi, path)
-    before = jsonl_columns.read_columns(os.path.realpath(path))
+    before = jsonl_columns.read_columns(os.path.realpath(path), os.stat(path))
     assert before is not None and before.regular
     pi.op("json_ops.piAppendUserMessage", path, "appended by pi")
     after_text = _cli(path)
     assert after_text == pi.op("json_ops.contextText", path) + "\n"
     assert "appended by pi" in after_text
-    after = jsonl_columns.read_columns(os.path.realpath(path))
+    after = jsonl_columns.read_columns(os.path.realpath(path), os.stat(path))
     assert after is not None and after.regular and len(after.ids) == len(before.ids) + 1
     assert after.ids[: len(before.ids)] == before.ids  # extended, the indexed part kept
 

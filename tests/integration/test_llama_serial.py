@@ -37,7 +37,9 @@ def _ctx(prompt: str) -> Any:
 
 async def _overlapping(model: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A long reply, and a second request sent as soon as the first reply's text starts."""
-    first = stream(model, _ctx("Count from one to one hundred in words, one per line."), StreamOptions())
+    # Greedy decoding (temperature 0, LlamaServer.SAMPLING) answers "One hundred." to a request to
+    # count; a story runs to the 96-token cap, long enough for the second request to overlap it.
+    first = stream(model, _ctx("Tell me a long story about a dragon who learns to bake bread."), StreamOptions())
     started = asyncio.Event()
 
     async def drain() -> dict[str, Any]:

@@ -317,3 +317,22 @@ async def test_multi_turn_replay_round_trips(server: ScriptedModelServer) -> Non
         second = await complete(model, history, opts())
         assert second["content"][0]["text"] == "done"
         assert "file body" in str(server.requests[-1].body)
+
+
+async def test_a_models_compat_temperature_and_seed_are_sent_unless_the_request_sets_them(
+        server: ScriptedModelServer) -> None:
+    from picontext.ai.stream import with_model_sampling
+    from picontext.errors import ConfigError
+
+    model = {**server.model("openai-completions"), "compat": {"temperature": 0, "seed": 1234}}
+    server.expect(text("a"), text("b"))
+    await complete(model, ctx(), opts())  # type: ignore[arg-type]
+    await complete(model, ctx(), StreamOptions(api_key="test", temperature=0.7, seed=7))  # type: ignore[arg-type]
+    first, second = (r.body for r in server.requests)
+    assert (first["temperature"], first["seed"]) == (0, 1234)
+    assert (second["temperature"], second["seed"]) == (0.7, 7)
+    plain = server.model("openai-completions")
+    assert with_model_sampling(plain, StreamOptions()) == StreamOptions()  # nothing set, nothing sent
+    for bad in ({"temperature": "cold"}, {"temperature": 5}, {"seed": 1.5}, {"seed": True}):
+        with pytest.raises(ConfigError, match="compat"):
+            with_model_sampling({**plain, "compat": bad}, StreamOptions())  # type: ignore[typeddict-item]

@@ -240,3 +240,26 @@ async def test_summarization_openai_sends_no_prompt_cache_key(server: ScriptedMo
     for req in server.requests:
         assert "prompt_cache_key" not in req.body
         assert "the-session" not in str(req.headers)
+
+
+async def test_a_connection_refused_on_this_machine_is_not_retried() -> None:
+    with ScriptedModelServer() as gone:
+        model = gone.model("openai-completions")  # 127.0.0.1: nothing listens there once it is closed
+    sleeps = Sleeps()
+    message = await complete_with_retry(model, CTX, StreamOptions(api_key=KEY), sleep=sleeps)
+    assert message["stopReason"] == "error" and "connection refused" in message["errorMessage"]
+    assert sleeps.delays == []  # failed at once: no back-off
+
+
+async def test_a_connection_refused_by_a_remote_host_keeps_its_retries() -> None:
+    with ScriptedModelServer() as gone:
+        model = gone.model("openai-completions")
+    # The same refusal, for a model whose base URL names another machine (as through a tunnel).
+    remote = {**model, "baseUrl": model["baseUrl"].replace("127.0.0.1", "models.example.com")}
+    refused = {"stopReason": "error", "errorMessage": "Connection error: All connection attempts failed "
+                                                      "(connection refused)"}
+    from picontext.ai.retrying import plan_retry
+
+    plan = plan_retry(RetryPolicy(), 0, refused, base_url=remote["baseUrl"])
+    assert plan is not None and plan.wait is not None and plan.wait.delay_ms == 2000
+    assert plan_retry(RetryPolicy(), 0, refused, base_url=model["baseUrl"]) is None

@@ -144,3 +144,38 @@ def test_branching_labels_and_forks_on_the_database(pg_url: str, tmp_path: Path)
     assert [m["content"] for m in forked.build_session_context()["messages"]] == [
         "one", [{"type": "text", "text": "b"}]]
     assert forked.get_label(u1) == "start"
+
+
+def test_rpc_state_names_no_file_for_a_database_session(
+    server: ScriptedModelServer, home: Path, tmp_path: Path, pg_url: str
+) -> None:
+    """`get_state.sessionFile` is a file that exists, or null: a database session has none; its id
+    is `sessionId`."""
+    configure(home, server.url + "/v1")
+    server.expect(text("Hi."))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(PICONTEXT_DIR=str(home), PICONTEXT_STORE=pg_url)
+    commands = [{"id": 1, "type": "prompt", "message": "hello"}, {"id": 2, "type": "get_state"},
+                {"id": 3, "type": "get_session_stats"}]
+    proc = subprocess.Popen([sys.executable, "-m", "picontext", "rpc", "--model", "scripted/m1"], cwd=tmp_path,
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: dict[int, dict] = {}
+    proc.stdin.write(json.dumps(commands[0]) + "\n")
+    proc.stdin.flush()
+    for raw in proc.stdout:  # the prompt's events, until the agent is done
+        if json.loads(raw).get("type") == "agent_settled":
+            break
+    for command in commands[1:]:
+        proc.stdin.write(json.dumps(command) + "\n")
+        proc.stdin.flush()
+        for raw in proc.stdout:
+            line = json.loads(raw)
+            if line.get("type") == "response" and line.get("id") == command["id"]:
+                answers[command["id"]] = line["data"]
+                break
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    [info] = list_sessions(database(pg_url), str(tmp_path))
+    assert answers[2]["sessionFile"] is None and answers[2]["sessionId"] == info.id
+    assert answers[3]["sessionFile"] is None and answers[3]["sessionId"] == info.id

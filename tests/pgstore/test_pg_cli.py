@@ -71,6 +71,13 @@ def test_sessions_lists_the_database(pg_url: str, tmp_path: Path) -> None:
     assert all(r["cwd"] != cwd for r in json.loads(here.stdout))
 
 
+def test_sessions_with_a_store_refuses_a_directory(pg_url: str, tmp_path: Path) -> None:
+    refused = picontext("sessions", "--dir", str(tmp_path), "--store", pg_url)
+    assert refused.returncode == 2 and refused.stdout == b""
+    assert refused.stderr.decode() == ("picontext: --dir names a directory of session files; "
+                                       "with --store the database is listed\n")
+
+
 def test_a_store_url_that_is_not_postgresql_is_refused() -> None:
     bad = picontext("sessions", "--store", "mysql://x")
     assert bad.returncode == 2

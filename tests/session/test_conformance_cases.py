@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -493,6 +494,20 @@ def test_case_24_lazy_flush_until_first_assistant(tmp_path: Path) -> None:
     assert len(lines(path)) == 5
     assert path.read_text().endswith("\n")
     assert path.read_text().count('"type":"session"') == 1
+
+
+def test_open_of_a_new_path_creates_nothing_until_the_first_write(tmp_path: Path) -> None:
+    """Pi's constructor creates the session directory at once; picontext leaves the disk alone
+    until the file is written, then creates the missing directories (0700) with it."""
+    path = tmp_path / "path" / "to" / "session.jsonl"
+    sm = opened(path)
+    assert list(tmp_path.iterdir()) == []  # a typo in a path leaves no directories behind
+    sm.append_message(U("q"))
+    assert list(tmp_path.iterdir()) == []  # lazy flush: still nothing before the first reply
+    sm.append_message(A("a"))
+    assert [e["id"] for e in lines(path)[1:]] == [e["id"] for e in sm.get_entries()]
+    for directory in (tmp_path / "path", tmp_path / "path" / "to"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
 
 
 def test_case_25_open_zero_byte_file(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from picontext import _json
 from picontext.cli import loading
-from picontext.session import jsonl_columns
+from picontext.session import jsonl_columns, jsonl_index
 from picontext.session.index import EntryIndex
 from picontext.session.manager import SessionManager
 from picontext.session.store import indexed_columns, read_session_file
@@ -121,7 +122,8 @@ def test_columns_describe_what_the_full_reader_builds(tmp_path: Path) -> None:
         assert view.lines(list(range(n))) == Path(path).read_bytes().split(b"\n")[1:-1]
 
 
-def test_warm_call_reads_only_the_cache_and_the_context_lines(tmp_path: Path, calls: dict[str, int]) -> None:
+def test_warm_call_reads_only_the_cache_and_the_context_lines(tmp_path: Path, calls: dict[str, int],
+                                                          settled: None) -> None:
     path = str(tmp_path / "s.jsonl")
     gen_realistic.generate(path, 3000, seed=7)
     cold = from_columns(path)
@@ -191,6 +193,39 @@ def test_rewritten_with_the_same_size_is_rebuilt(tmp_path: Path, calls: dict[str
     after = from_columns(path)
     assert after != before and after == full_reader(path) and b"ANSWER 19" in after
     assert calls["new"] == 2
+
+
+def test_only_a_timestamp_moved_is_checked_and_recorded_again_not_rebuilt(
+        tmp_path: Path, calls: dict[str, int], settled: None) -> None:
+    """`touch` or `chmod`: the stat differs, the covered bytes hash as recorded, so the columns
+    are kept, recorded with the new stat and written back; the next call uses them as they are."""
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 1200, seed=16)
+    expected = from_columns(path)
+    assert calls == {"new": 1, "extend": 1}
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 7_000_000_000))
+    os.chmod(path, 0o640)
+    assert from_columns(path) == expected
+    assert calls == {"new": 1, "extend": 2}  # checked against every covered byte, nothing added
+    data = jsonl_columns.read_columns(os.path.realpath(path), os.stat(path))
+    with open(path, "rb") as f:
+        assert data is not None and data.unchanged(os.fstat(f.fileno()), f.fileno())  # written back
+    assert from_columns(path) == expected
+    assert calls == {"new": 1, "extend": 2}  # the cache alone
+
+
+def test_a_file_whose_ctime_is_ahead_of_the_clock_is_checked_every_time(
+        tmp_path: Path, calls: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ctime this machine's clock has not reached (a network server's clock running ahead):
+    the cache is never recorded as settled, so every call checks it against the covered bytes;
+    never rebuilt, always the file's answer."""
+    monkeypatch.setattr(jsonl_index, "clock_ns", lambda: time.time_ns() - 60_000_000_000)
+    path = str(tmp_path / "s.jsonl")
+    gen_realistic.generate(path, 900, seed=17)
+    expected = full_reader(path)
+    for _ in range(3):
+        assert from_columns(path) == expected
+    assert calls == {"new": 1, "extend": 3}
 
 
 def test_replaced_by_another_file_is_rebuilt(tmp_path: Path, calls: dict[str, int]) -> None:
@@ -321,7 +356,7 @@ def test_an_append_the_columns_cannot_describe_marks_them_irregular(tmp_path: Pa
     with open(path, "ab") as f:  # a hand-merged line: an id the file already has
         f.write(_json.dumps_line({**first, "parentId": None}))
     assert loading.context_json_pieces(path, None) is None
-    data = jsonl_columns.read_columns(os.path.realpath(path))
+    data = jsonl_columns.read_columns(os.path.realpath(path), os.stat(path))
     assert data is not None and not data.regular and data.ids == []  # remembered: no rescans
     assert loading.context_json_pieces(path, None) is None
 
@@ -349,7 +384,7 @@ def test_a_damaged_cache_is_never_trusted(tmp_path: Path) -> None:
     expected = full_reader(path)
     assert from_columns(path) == expected
     real = os.path.realpath(path)
-    data = jsonl_columns.read_columns(real)
+    data = jsonl_columns.read_columns(real, os.stat(path))
     assert data is not None
     # a parent cycle (which the file cannot have): the walk would never end
     parents = bytearray(data.parents)
@@ -359,10 +394,10 @@ def test_a_damaged_cache_is_never_trusted(tmp_path: Path) -> None:
     assert not os.path.exists(cols_file(path))  # and the next call rebuilds the cache
     assert from_columns(path) == expected
     # columns of different lengths, and bytes that are not msgpack: rebuilt, same output
-    data = jsonl_columns.read_columns(real)
+    data = jsonl_columns.read_columns(real, os.stat(path))
     assert data is not None
     jsonl_columns.write_columns(real, msgspec.structs.replace(data, kinds=data.kinds[:-1]))
-    assert jsonl_columns.read_columns(real) is None
+    assert jsonl_columns.read_columns(real, os.stat(path)) is None
     assert from_columns(path) == expected
     Path(cols_file(path)).write_bytes(b"\x93garbage")
     assert from_columns(path) == expected

@@ -421,3 +421,42 @@ def test_compaction_card_shows_the_summary_calls_cache_reads_and_writes(browser:
     browser.find_element("css selector", "#tabs button[data-tab='compactions']").click()
     plain = browser.find_element("css selector", ".card.compaction .summary-cost").text
     assert plain == "summary call: input 22,625 · output 1,204 · cache read 0 · cache write 0 · $0.0859"
+
+
+def test_failed_summary_attempts_show_in_the_entry_tree(browser: Any, tmp_path: Path) -> None:
+    """`picontext.compaction-failed` records (compaction/fallback.py) are listed with the conversation,
+    where the other custom entries (settings) are hidden by the default filter."""
+    session = tmp_path / "failed.jsonl"
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    last = json.loads(lines[-1])
+    records = []
+    for attempt, step in ((1, "retry"), (2, "fallback")):
+        record = {"type": "custom", "customType": "picontext.compaction-failed", "id": f"f00d000{attempt}",
+                  "parentId": last["id"], "timestamp": last["timestamp"],
+                  "data": {"version": 1, "reason": "overflow", "attempt": attempt, "kind": "length", "next": step,
+                           "error": "Summarization failed: generation hit the token cap"}}
+        records.append(record)
+        last = record
+    session.write_text("\n".join([*lines, *(json.dumps(r) for r in records)]) + "\n", encoding="utf-8")
+    open_page(browser, export(session, tmp_path / "failed.html"))
+
+    def failed_rows() -> list[dict[str, str]]:
+        """Every drawn row of the failure records, the tree scrolled from top to bottom (it draws lazily)."""
+        seen: dict[str, dict[str, str]] = {}
+        browser.execute_script("document.getElementById('tree').scrollTop = 0")
+        while True:
+            seen.update({r["id"]: r for r in tree_rows(browser) if r["kind"] == "compaction_failed"})
+            if browser.execute_script(
+                    "const t = document.getElementById('tree'); t.dispatchEvent(new Event('scroll'));"
+                    "if (t.scrollTop + t.clientHeight >= t.scrollHeight - 1) return true;"
+                    "t.scrollTop += t.clientHeight; t.dispatchEvent(new Event('scroll')); return false"):
+                return [seen[k] for k in sorted(seen)]
+
+    shown = failed_rows()
+    assert [r["id"] for r in shown] == ["f00d0001", "f00d0002"]
+    assert "compaction failed · overflow attempt 1: length -> retry: Summarization failed" in shown[0]["text"]
+    click_filter(browser, "user-only")
+    assert [r["id"] for r in failed_rows()] == ["f00d0002"]  # only as the leaf, which every filter shows
+    click_filter(browser, "default")
+    assert [r["id"] for r in failed_rows()] == ["f00d0001", "f00d0002"]
+    assert console_errors(browser) == []

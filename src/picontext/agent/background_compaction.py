@@ -19,24 +19,91 @@ to the conversation. At every later turn boundary:
 Overflow recovery and manual compaction cancel a running background job first and use the
 blocking path. `abort()` cancels it too. Hooks: `session_before_compact` is not consulted for
 background summaries (it cannot cancel work already done); `session_compact` is called as usual.
+
+With `backgroundTokens: "auto"` the mark is learned (`Pace`): the tokens a turn adds and the time
+it takes (between turn boundaries at which the context grew, idle time included: a summary
+is written while the user reads too), and how long this session's summaries take. The summary
+starts `ceil(latency / turn time) + 1` turns of growth below the threshold (the extra turn: it is
+applied at a boundary, not the moment it is ready), never below what a compaction leaves
+(`keepRecentTokens` + the summary's budget). Until a summary has been timed it is assumed to
+take `PRIOR_SUMMARY_TURNS` turns, and starts no later than halfway from that floor to the
+threshold; until two turns have been seen, nothing starts early.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from picontext.ai.event_stream import AbortSignal
+from picontext.compaction.fallback import AttemptFailure, summarize_with_fallback
 from picontext.compaction.resumable import end_span, record_span, span_details
-from picontext.compaction.summarize import SummaryResult, summarize_preparation
+from picontext.compaction.summarize import SummaryResult, history_max_tokens
 from picontext.compaction.summary_model import summarizer_ref, with_summary_model
 from picontext.session.projection import field_of
 
 if TYPE_CHECKING:
     from picontext.agent.compaction_runtime import CompactionRuntime, _Plan
 
-__all__ = ["BackgroundCompaction"]
+__all__ = ["PRIOR_SUMMARY_TURNS", "BackgroundCompaction", "Pace"]
+
+PRIOR_SUMMARY_TURNS = 4
+"""How many turns a summary is assumed to take before one has been timed in this session."""
+PACE_SAMPLES = 8
+
+
+@dataclasses.dataclass(slots=True)
+class Pace:
+    """What `backgroundTokens: "auto"` knows of this session: growth and time per turn, summary time."""
+
+    growth: deque[int] = dataclasses.field(default_factory=lambda: deque(maxlen=PACE_SAMPLES))
+    turn_seconds: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=PACE_SAMPLES))
+    summary_seconds: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=4))
+    last: tuple[float, int] | None = None
+    """(time, tokens) at the last boundary where the context grew (or shrank: a compaction)."""
+
+    def boundary(self, now: float, tokens: int) -> None:
+        """A turn boundary. Same size as before: not a turn (the boundary before a prompt repeats
+        the one after the last reply), so the time between them counts into the next turn."""
+        if self.last is not None and tokens > self.last[1]:
+            self.growth.append(tokens - self.last[1])
+            self.turn_seconds.append(now - self.last[0])
+        if self.last is None or tokens != self.last[1]:
+            self.last = (now, tokens)
+
+    def summary_took(self, seconds: float) -> None:
+        self.summary_seconds.append(max(0.0, seconds))
+
+    def lead_turns(self) -> int | None:
+        """Turns of growth a summary needs to be ready in time, or None before two turns are known."""
+        if len(self.turn_seconds) < 2:
+            return None
+        # the faster turns: the summary must be ready even when the user answers at once
+        turn = sorted(self.turn_seconds)[len(self.turn_seconds) // 4]
+        if turn <= 0:
+            return PRIOR_SUMMARY_TURNS + 1
+        latency = max(self.summary_seconds) if self.summary_seconds else PRIOR_SUMMARY_TURNS * turn
+        return math.ceil(latency / turn) + 1
+
+    def mark(self, threshold: int, floor: int) -> int | None:
+        """Where to start: the threshold less the growth of `lead_turns`, at least `floor`; before
+        a summary has been timed, no later than halfway from `floor` to the threshold (a summary
+        reads the whole span and writes a long note: it may take many turns, and starting the
+        first one early costs one earlier compaction, not a wait)."""
+        lead = self.lead_turns()
+        if lead is None:
+            return None
+        floor = min(floor, threshold)
+        mark = threshold - math.ceil(statistics.median(self.growth)) * lead
+        if not self.summary_seconds:
+            mark = min(mark, (floor + threshold) // 2)
+        return max(mark, floor)
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,6 +119,8 @@ class _Job:
     span_id: str | None
     model_ref: str | None
     tokens: int
+    failures: list[AttemptFailure]
+    """Its failed attempt (one at most: a background summary is not retried), recorded when discarded."""
 
 
 class BackgroundCompaction:
@@ -67,11 +136,27 @@ class BackgroundCompaction:
         self.paused = False
         """After a discard: no new background summary until the next compaction (the blocking path
         takes over for this span, so a conversation that keeps invalidating costs one summary more, not many)."""
+        self.pace = Pace()
+        self.clock: Callable[[], float] = time.monotonic
+        """What the pace is measured with (tests give a clock of their own)."""
 
     @property
     def enabled(self) -> bool:
         settings = self.rt.settings()
-        return settings.enabled and settings.background_tokens > 0 and self.rt.threshold() is not None
+        mark = settings.background_tokens
+        return settings.enabled and (mark == "auto" or mark > 0) and self.rt.threshold() is not None
+
+    def mark(self) -> int | None:
+        """Tokens above which a summary starts: the setting, or the learned one ("auto"; None
+        while too little is known)."""
+        settings = self.rt.settings()
+        if settings.background_tokens != "auto":
+            return settings.background_tokens
+        threshold = self.rt.threshold()
+        if threshold is None:
+            return None
+        budget = history_max_tokens(settings.reserve_tokens, int(self.rt.s.model.get("maxTokens") or 0))
+        return self.pace.mark(threshold, settings.keep_recent_tokens + budget)
 
     @property
     def ready(self) -> bool:
@@ -81,12 +166,16 @@ class BackgroundCompaction:
 
     async def on_boundary(self, tokens: int) -> bool:
         """Apply a finished summary, or start one above the mark. True when a compaction was applied."""
+        self.pace.boundary(self.clock(), tokens)
         if self.job is not None:
             if self.job.task.done():
                 return await self._apply(waited=False)
             return False
-        if self.enabled and not self.paused and not self.rt.running and tokens > self.rt.settings().background_tokens:
-            await self.start(tokens)
+        if not self.enabled or self.paused or self.rt.running:
+            return False
+        mark = self.mark()
+        if mark is not None and tokens > mark:
+            await self.start(tokens, mark=mark)
         return False
 
     async def take_over(self, signal: AbortSignal | None) -> bool | None:
@@ -115,11 +204,12 @@ class BackgroundCompaction:
 
     # -- start, apply, discard -------------------------------------------------------------------
 
-    async def start(self, tokens: int, plan: _Plan | None = None, span_id: str | None = None) -> bool:
+    async def start(self, tokens: int, plan: _Plan | None = None, span_id: str | None = None, *,
+                    mark: int | None = None) -> bool:
         """Plan now (or take `plan`, e.g. a resumed span) and start the summary task."""
         if plan is None:
             plan, _why = self.rt.plan("threshold")
-            if plan is None:
+            if plan is None or plan.masks:  # a kept part that needs shortening: the blocking path does it
                 return False
         host = self.rt.s
         try:
@@ -135,20 +225,36 @@ class BackgroundCompaction:
         if span_id is None and plan.settings.resumable:
             span_id = record_span(host.manager, prep, plan.settings, reason="threshold", model=model_ref)
         signal = AbortSignal()
-        task = asyncio.ensure_future(summarize_preparation(
+        failures: list[AttemptFailure] = []
+        # One checked attempt, no retry and no mechanical summary: a failed background summary
+        # falls to the blocking path when the threshold is reached, which retries and falls back.
+        task = asyncio.ensure_future(summarize_with_fallback(
             prep, completion, reserve_tokens=plan.settings.reserve_tokens, thinking_level=host.thinking_level,
             signal=signal, prompt_cache=self.rt.prompt_cache(plan, completion),
+            timeout_ms=plan.settings.summary_timeout_ms, retry=False, fallback=False,
+            on_failure=lambda failure: failures.append(AttemptFailure(
+                failure.attempt, failure.kind, failure.error, "blocking", failure.usage)),
+            on_progress=self.rt.progress("threshold", background=True),
         ))
+        started = self.clock()
+
+        def timed(done: asyncio.Task[SummaryResult]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self.pace.summary_took(self.clock() - started)
+
+        task.add_done_callback(timed)
         previous = prep.previous_compaction
         summarized = frozenset(
             str(field_of(item.source_entry, "id")) for item in prep.projection.entries[: prep.first_kept_entry_index]
         )
         self.job = _Job(plan, task, signal, host.manager.get_leaf_id(),
                         field_of(previous, "id") if previous is not None else None, summarized, span_id, model_ref,
-                        tokens)
+                        tokens, failures)
         self.started += 1
-        await host.emit({"type": "compaction_background_start", "tokens": tokens,
-                         "firstKeptEntryId": prep.first_kept_entry_id})
+        event = {"type": "compaction_background_start", "tokens": tokens, "firstKeptEntryId": prep.first_kept_entry_id}
+        if mark is not None:
+            event["mark"] = mark
+        await host.emit(event)
         return True
 
     def invalid_reason(self, job: _Job) -> str | None:
@@ -164,7 +270,8 @@ class BackgroundCompaction:
             return "another compaction was appended meanwhile"
         start = ids.index(job.leaf_id) + 1 if job.leaf_id is not None else 0
         for entry in branch[start:]:
-            if field_of(entry, "type") == "context_edit" and field_of(entry, "targetId") in job.summarized:
+            target = field_of(entry, "targetId")
+            if field_of(entry, "type") == "context_edit" and isinstance(target, str) and target in job.summarized:
                 return "an entry it summarizes was edited meanwhile"
         return None
 
@@ -194,6 +301,9 @@ class BackgroundCompaction:
         return True
 
     async def _discard(self, job: _Job, reason: str) -> None:
+        for failure in job.failures:  # ours: a failed attempt leaves its record, as on the blocking path
+            self.rt.record_failure(failure, job.plan.preparation, "background", job.model_ref)
+        job.failures.clear()
         self.discarded += 1
         self.paused = True
         if job.span_id is not None:

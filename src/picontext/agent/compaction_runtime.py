@@ -43,11 +43,23 @@ from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.calibration import calibrated_projected_tokens, dense_tokens, learn_ratios, samples
 from picontext.compaction.compact import estimated_tokens
 from picontext.compaction.completion import Completion, StreamCompletion
+from picontext.compaction.fallback import (
+    FAILURE_TYPE,
+    AttemptFailure,
+    failure_data,
+    fallback_notice,
+    summarize_with_fallback,
+)
+from picontext.compaction.mask import MaskEdit, apply_masks, plan_kept_masks
 from picontext.compaction.prepare import CompactionPreparation, prepare_compaction
 from picontext.compaction.prompt_cache import CachedPrefix, plan_cached_prefix
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings, model_key
-from picontext.compaction.summarize import history_max_tokens, summarize_preparation
+from picontext.compaction.summarize import (
+    ProgressCallback,
+    SummaryProgress,
+    history_max_tokens,
+)
 from picontext.compaction.summary_model import summarizer_ref, summary_completion, with_summary_model
 from picontext.compaction.tokens import (
     calculate_context_tokens,
@@ -93,6 +105,9 @@ class _Plan:
     predicted_after: int
     span_id: str | None = None
     """A resumed span (compaction.resumable): the compaction closes this one instead of recording a new one."""
+    masks: list[MaskEdit] = dataclasses.field(default_factory=list)
+    """Ours: kept tool results too large for any cut to leave out, shortened by context edits
+    appended with the compaction entry (`mask.plan_kept_masks`)."""
 
 
 class CompactionRuntime:
@@ -404,14 +419,17 @@ class CompactionRuntime:
         settings = self.settings()
         prep = prepare_compaction(branch, settings, projection=manager.build_session_projection())
         threshold = self.threshold()
-        if prep is not None and (reason == "manual" or threshold is None):
-            return _Plan(prep, settings, self._predict_after(prep)), None
+        if threshold is None:
+            if prep is not None:
+                return _Plan(prep, settings, self._predict_after(prep)), None
+            return None, self._nothing_reason(branch)
         if prep is not None:
             predicted = self._predict_after(prep)
-            if predicted < threshold:  # type: ignore[operator]
+            if predicted < threshold:
                 return _Plan(prep, settings, predicted), None
         # Ours: re-plan with a smaller kept tail (small windows, oversized recent content).
-        if threshold is not None and threshold > 0:
+        candidates = [(prep, settings)] if prep is not None else []
+        if threshold > 0:
             for keep in (threshold // 2, threshold // 4):
                 if keep <= 0 or keep >= settings.keep_recent_tokens:
                     continue
@@ -421,17 +439,30 @@ class CompactionRuntime:
                     predicted = self._predict_after(retry)
                     if predicted < threshold:
                         return _Plan(retry, smaller, predicted), None
-        if prep is not None and reason == "overflow":
+                    candidates.append((retry, smaller))
+        # Ours: no cut leaves enough out (a huge tool output in the newest turn, with no cut
+        # point after it): shorten the kept part's largest tool results as well.
+        target = max(1, min(settings.keep_recent_tokens, threshold // 2))
+        for candidate, used in candidates:
+            predicted = self._predict_after(candidate)
+            masks = plan_kept_masks(candidate.projection, candidate.first_kept_entry_index, predicted - target)
+            if masks:
+                return _Plan(candidate, used, predicted - sum(m.tokens_saved for m in masks), masks=masks), None
+        if prep is not None and reason in ("overflow", "manual"):
             return _Plan(prep, settings, self._predict_after(prep)), None
         if prep is None:
-            if branch and field_of(branch[-1], "type") == "compaction":
-                return None, "Already compacted"
-            return None, "Nothing to compact (session too small)"
+            return None, self._nothing_reason(branch)
         predicted = self._predict_after(prep)
         return None, (
             f"the most recent context alone (~{predicted} tokens) is above the compaction threshold ({threshold}); "
             "a summary cannot free enough. Use a model with a larger context window or start a new session."
         )
+
+    @staticmethod
+    def _nothing_reason(branch: list[Any]) -> str:
+        if branch and field_of(branch[-1], "type") == "compaction":
+            return "Already compacted"
+        return "Nothing to compact (session too small)"
 
     async def run_auto(
         self,
@@ -531,13 +562,17 @@ class CompactionRuntime:
                 if span_id is None and plan.settings.resumable:
                     span_id = record_span(self.s.manager, prep, plan.settings, reason=reason,
                                           instructions=instructions, model=summarizer_ref(completion))
-                result = await self._summarize(plan, instructions, controller, completion)
+                began = self.background.clock()
+                result = await self._summarize(plan, instructions, controller, completion, reason)
+                self.background.pace.summary_took(self.background.clock() - began)  # for backgroundTokens "auto"
                 summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
                 usage = result.usage
                 details = with_summary_model(span_details(result.details, span_id), summarizer_ref(completion))
             if controller.aborted:
                 raise CompactionCancelled()
             async with self.s.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                if plan.masks:
+                    apply_masks(self.s.manager, plan.masks)
                 entry_id = self.s.manager.append_compaction(
                     summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
                 )
@@ -576,9 +611,11 @@ class CompactionRuntime:
         if details is not None:
             result_json["details"] = details
         self.controller = self.reason = None  # cleared before announcing (listeners may prompt)
+        notice = fallback_notice(details)  # ours: the summary failed at first; say how it ended, once
         await self.s.emit({
             "type": "compaction_end", "reason": reason, "result": result_json, "aborted": False,
-            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after, **(extra or {}),
+            "willRetry": will_retry, "tokensBefore": tokens_before, "tokensAfter": after,
+            **({"notice": notice} if notice is not None else {}), **(extra or {}),
         })
         await self._check_loop(reason, tokens_before, after)
         return result_json
@@ -604,12 +641,35 @@ class CompactionRuntime:
         margin = max(self.settings().keep_recent_tokens // 2, self.window() // 10, 1)
         self.backoff_until = after + margin
 
+    def record_failure(self, failure: AttemptFailure, prep: CompactionPreparation, reason: str,
+                       model_ref: str | None) -> None:
+        """Ours: the durable record of one failed summary attempt (a custom entry Pi ignores)."""
+        self.s.manager.append_custom_entry(FAILURE_TYPE, failure_data(failure, prep, reason=reason, model=model_ref))
+
+    def progress(self, reason: CompactionReason, *, background: bool) -> ProgressCallback:
+        """Ours: each finished request of a summary written in several (a span over the
+        summarizer's window) as a `compaction_progress` event."""
+
+        async def report(progress: SummaryProgress) -> None:
+            await self.s.emit({
+                "type": "compaction_progress", "reason": reason, "background": background, "part": progress.part,
+                "stage": progress.stage, "done": progress.done, "total": progress.total,
+                "elapsedMs": int(progress.elapsed * 1000),
+            })
+
+        return report
+
     async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal,
-                         completion: Completion) -> Any:
+                         completion: Completion, reason: CompactionReason) -> Any:
         level = self.s.thinking_level
-        task = asyncio.ensure_future(summarize_preparation(
-            plan.preparation, completion, reserve_tokens=plan.settings.reserve_tokens, instructions=instructions,
+        settings = plan.settings
+        task = asyncio.ensure_future(summarize_with_fallback(
+            plan.preparation, completion, reserve_tokens=settings.reserve_tokens, instructions=instructions,
             thinking_level=level, signal=controller, prompt_cache=self.prompt_cache(plan, completion),
+            timeout_ms=settings.summary_timeout_ms, fallback=settings.fallback_summary,
+            on_failure=lambda failure: self.record_failure(failure, plan.preparation, reason,
+                                                           summarizer_ref(completion)),
+            on_progress=self.progress(self.reason or "manual", background=False),
         ))
         aborted = asyncio.Event()
         loop = asyncio.get_running_loop()

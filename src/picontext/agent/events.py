@@ -164,6 +164,9 @@ class CompactionEndEvent(TypedDict):
     """Ours: the context estimate before (equals `result.tokensBefore` on success)."""
     tokensAfter: NotRequired[int]
     """Ours: `result.estimatedTokensAfter` on success."""
+    notice: NotRequired[str]
+    """Ours: one line when the model's summary failed at first: the retry succeeded, or a mechanical
+    summary replaced it (`result.details.fallback`); compaction/fallback.py."""
 
 
 class PromptCancelledEvent(TypedDict):
@@ -192,6 +195,8 @@ class CompactionBackgroundStartEvent(TypedDict):
     type: Literal["compaction_background_start"]
     tokens: int
     firstKeptEntryId: str
+    mark: NotRequired[int]
+    """The mark passed: `backgroundTokens`, or the one learned for "auto" (absent for a resumed span)."""
 
 
 class CompactionBackgroundDiscardedEvent(TypedDict):
@@ -200,6 +205,23 @@ class CompactionBackgroundDiscardedEvent(TypedDict):
     type: Literal["compaction_background_discarded"]
     reason: str
     discarded: int
+
+
+class CompactionProgressEvent(TypedDict):
+    """Ours: a summary written in several requests (a span over the summarizer's window) finished
+    one of them: `done` of `total` chunk notes (`stage` "chunks") or merges of a merge level
+    ("merge"; the last level has one), `elapsedMs` since the summary began. `part` is "history"
+    or "turnPrefix"; `background` is true for a summary written while the conversation goes on.
+    Each stage begins with `done` 0."""
+
+    type: Literal["compaction_progress"]
+    reason: CompactionReason
+    background: bool
+    part: str
+    stage: Literal["chunks", "merge"]
+    done: int
+    total: int
+    elapsedMs: int
 
 
 class EntryAppendedEvent(TypedDict):
@@ -273,6 +295,7 @@ AgentEvent: TypeAlias = (
     | CompactionSkippedEvent
     | CompactionBackgroundStartEvent
     | CompactionBackgroundDiscardedEvent
+    | CompactionProgressEvent
     | PromptCancelledEvent
     | EntryAppendedEvent
     | AutoRetryStartEvent
@@ -314,6 +337,7 @@ SESSION_EVENT_TYPES: tuple[str, ...] = (
     "summarization_retry_finished",
     "compaction_background_start",
     "compaction_background_discarded",
+    "compaction_progress",
 )
 
 AGENT_EVENT_TYPES: tuple[str, ...] = LOOP_EVENT_TYPES + SESSION_EVENT_TYPES

@@ -131,7 +131,9 @@ def system_declaration(context: AgentContext, timestamp: int) -> AgentMessage | 
             message["toolsAdded"] = list(wanted.values())
         message["timestamp"] = timestamp
         return message  # type: ignore[return-value]
-    have = {t.get("name"): t for t in current.get("toolsAdded") or []}
+    declared = current.get("toolsAdded")
+    have = {t["name"]: t for t in declared if isinstance(t, dict) and isinstance(t.get("name"), str)} \
+        if isinstance(declared, list) else {}
     added = [decl for name, decl in wanted.items() if have.get(name) != decl]
     removed = [{"name": name} for name in have if name not in wanted]
     if not added and not removed:

@@ -69,7 +69,7 @@ class RetryRuntime:
         return capture_retry_after(self.sink)
 
     def is_retryable(self, message: Any) -> bool:
-        return is_retryable_error(message, int(self.s.model.get("contextWindow") or 0))
+        return is_retryable_error(message, int(self.s.model.get("contextWindow") or 0), self.s.model.get("baseUrl"))
 
     def will_retry(self, messages: list[Any], aborted: bool) -> bool:
         """`agent_end.willRetry` (spec 03 §6.3)."""
@@ -77,7 +77,7 @@ class RetryRuntime:
         if aborted or last is None:
             return False
         plan = plan_retry(self.policy, self.attempt, last, context_window=int(self.s.model.get("contextWindow") or 0),
-                          retry_after_s=self.sink.latest)
+                          retry_after_s=self.sink.latest, base_url=self.s.model.get("baseUrl"))
         return plan is not None and plan.wait is not None
 
     async def prepare(self, message: Any, signal: AbortSignal | None) -> bool:
@@ -86,6 +86,7 @@ class RetryRuntime:
         plan = plan_retry(
             self.policy, self.attempt, message,
             context_window=int(self.s.model.get("contextWindow") or 0), retry_after_s=self.sink.take(),
+            base_url=self.s.model.get("baseUrl"),
         )
         if plan is None:
             return False

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from picontext._files import read_config_text
 from picontext.ai.models import Model, is_local_base_url, picontext_dir
 from picontext.errors import ConfigError
 
@@ -71,11 +72,12 @@ def auth_file(directory: Path | None = None) -> Path:
 
 
 def _read_auth(path: Path) -> dict[str, object]:
-    if not path.exists():
+    text = read_config_text(path)
+    if text is None:
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except ValueError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc}); fix or delete the file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object of provider -> key")

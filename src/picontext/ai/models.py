@@ -20,10 +20,12 @@ Fields left out of a user model get defaults (`api` from the provider entry, cos
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+from picontext._files import read_config_text
 from picontext.ai.types import Cost, Usage
 from picontext.errors import ConfigError
 
@@ -130,8 +132,9 @@ def builtin_models() -> list[Model]:
 
 
 def is_local_base_url(base_url: str) -> bool:
-    """A server on this machine (llama.cpp, Ollama, LM Studio, vLLM): keyless, reads `max_tokens`,
-    and serves one request at a time on the same hardware."""
+    """A server on this machine (llama.cpp, Ollama, LM Studio, vLLM): keyless, and reads
+    `max_tokens`. Whether it takes two requests at once is the model's `compat.serialRequests`
+    (`ai/request_gate.py`), not where it runs."""
     return any(h in base_url for h in ("://localhost", "://127.0.0.1", "://[::1]", "://0.0.0.0"))
 
 
@@ -153,25 +156,29 @@ def _user_model(provider: str, pconf: dict[str, Any], raw: dict[str, Any], where
     base = raw.get("baseUrl", pconf.get("baseUrl"))
     if not isinstance(base, str) or not base:
         raise ConfigError(f'{where}: set "baseUrl" for provider {provider!r} (e.g. http://localhost:11434/v1)')
-    cost = {**{"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0}, **(raw.get("cost") or {})}
+    field = _Fields(raw, f"{where}: model {provider}/{mid}")
+    cost = field.object("cost")
+    prices = _Fields(cost, f"{where}: model {provider}/{mid}: cost")
     model: Model = {
         "id": mid,
         "name": str(raw.get("name", mid)),
         "api": api,
         "provider": provider,
         "baseUrl": base,
-        "reasoning": bool(raw.get("reasoning", False)),
-        "input": list(raw.get("input", ["text"])),
-        "cost": {"input": float(cost["input"]), "output": float(cost["output"]),
-                 "cacheRead": float(cost["cacheRead"]), "cacheWrite": float(cost["cacheWrite"])},
-        "contextWindow": int(raw.get("contextWindow", 128000)),
-        "maxTokens": int(raw.get("maxTokens", 16384)),
+        "reasoning": field.boolean("reasoning", False),
+        "input": field.strings("input", ["text"]),
+        "cost": {"input": prices.number("input", 0.0), "output": prices.number("output", 0.0),
+                 "cacheRead": prices.number("cacheRead", 0.0), "cacheWrite": prices.number("cacheWrite", 0.0)},
+        "contextWindow": field.count("contextWindow", 128000),
+        "maxTokens": field.count("maxTokens", 16384),
     }
-    headers = {**(pconf.get("headers") or {}), **(raw.get("headers") or {})}
+    provider_field = _Fields(pconf, f"{where}: provider {provider}")
+    headers = {**provider_field.object("headers"), **field.object("headers")}
     if headers:
         model["headers"] = {str(k): str(v) for k, v in headers.items()}
-    if raw.get("compat") or pconf.get("compat"):
-        model["compat"] = {**(pconf.get("compat") or {}), **(raw.get("compat") or {})}
+    compat = {**provider_field.object("compat"), **field.object("compat")}
+    if compat:
+        model["compat"] = compat
     if isinstance(raw.get("thinkingLevelMap"), dict):
         model["thinkingLevelMap"] = dict(raw["thinkingLevelMap"])
     key = raw.get("apiKey", pconf.get("apiKey"))
@@ -180,13 +187,68 @@ def _user_model(provider: str, pconf: dict[str, Any], raw: dict[str, Any], where
     return model
 
 
+class _Fields:
+    """Typed reads of one object of models.json; a value of the wrong type is a one-line
+    ConfigError naming the file, the model and the field."""
+
+    def __init__(self, raw: dict[str, Any], where: str) -> None:
+        self.raw = raw
+        self.where = where
+
+    def _bad(self, key: str, expected: str) -> ConfigError:
+        shown = json.dumps(self.raw[key], ensure_ascii=False)
+        return ConfigError(f'{self.where}: "{key}" must be {expected}, not {shown[:60]}')
+
+    def count(self, key: str, default: int) -> int:
+        value = self.raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or value != int(value) or value <= 0:
+            raise self._bad(key, "a positive whole number")
+        return int(value)
+
+    def number(self, key: str, default: float) -> float:
+        value = self.raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise self._bad(key, "a number, 0 or more")
+        return float(value)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw.get(key, default)
+        if not isinstance(value, bool):
+            raise self._bad(key, "true or false")
+        return value
+
+    def strings(self, key: str, default: list[str]) -> list[str]:
+        value = self.raw.get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._bad(key, 'a list of strings (e.g. ["text", "image"])')
+        return list(value)
+
+    def object(self, key: str) -> dict[str, Any]:
+        value = self.raw.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self._bad(key, "an object")
+        return value
+
+    def objects(self, key: str) -> list[dict[str, Any]]:
+        value = self.raw.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self._bad(key, "a list of model objects")
+        return value
+
+
 def load_user_models(path: Path) -> list[Model]:
     """Models declared in a `models.json` file; [] when it does not exist."""
-    if not path.exists():
+    text = read_config_text(path)
+    if text is None:
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except ValueError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f'{path}: expected an object with "providers"')
@@ -197,9 +259,9 @@ def load_user_models(path: Path) -> list[Model]:
     for provider, pconf in providers.items():
         if not isinstance(pconf, dict):
             raise ConfigError(f"{path}: provider {provider!r} must be an object")
-        for raw in pconf.get("models", []):
+        for raw in _Fields(pconf, f"{path}: provider {provider}").objects("models"):
             out.append(_user_model(provider, pconf, raw, str(path)))
-    for raw in data.get("models", []):  # flat form: full records with their own "provider"
+    for raw in _Fields(data, str(path)).objects("models"):  # flat form: full records with their own "provider"
         provider = raw.get("provider")
         if not isinstance(provider, str):
             raise ConfigError(f'{path}: each entry of "models" needs a "provider"')

@@ -16,16 +16,26 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-__all__ = ["serial_gate"]
+__all__ = ["needs_serial_requests", "serial_gate"]
 
 _gates: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+
+
+def needs_serial_requests(model: Any) -> bool:
+    """Whether `model`'s compat says its server takes one request at a time (`serialRequests: true`).
+
+    The one place that decides it: the request gate below, and the summarizer, which then sends
+    a split turn's two summaries and a long span's chunks one after the other
+    (compaction/summarize.py). Where the server runs (this machine or not) does not enter into it.
+    """
+    compat = model.get("compat") if hasattr(model, "get") else None
+    return isinstance(compat, dict) and compat.get("serialRequests") is True
 
 
 def serial_gate(model: Any) -> asyncio.Lock | None:
     """The lock every request to `model`'s server holds while it runs, or None when the model's
     `compat.serialRequests` is not set."""
-    compat = model.get("compat") if hasattr(model, "get") else None
-    if not (isinstance(compat, dict) and compat.get("serialRequests") is True):
+    if not needs_serial_requests(model):
         return None
     key = str(model.get("baseUrl") or "")
     loop = asyncio.get_running_loop()

@@ -19,6 +19,9 @@ item 8):
 - Throttling wording the reference misses (`ThrottlingException`, "tokens per minute") is
   retryable; in `picontext.ai.overflow` the same texts are excluded from overflow, so such a
   throttle is retried instead of compacted.
+- A connection refused by a server on this machine (`is_local_refusal`) is not transient: nothing
+  listens on that port, and three back-offs (~14 s) only delay the one-line answer. A remote
+  host keeps its retries (a load balancer or a restarting gateway refuses for a moment).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from picontext.ai.models import is_local_base_url
 from picontext.ai.overflow import JS_ANY, Pattern, is_context_overflow
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "TRANSIENT_STATUS_CODES",
     "RetryPolicy",
     "find_transient_status",
+    "is_local_refusal",
     "is_retryable_assistant_error",
     "is_retryable_error",
     "retry_delay_ms",
@@ -171,14 +176,31 @@ def is_retryable_assistant_error(message: Mapping[str, Any]) -> bool:
     return find_transient_status(error_message) is not None
 
 
-def is_retryable_error(message: Mapping[str, Any], context_window: int | None = None) -> bool:
+_REFUSED = re.compile(r"connection refused|ECONNREFUSED", _FLAGS)
+
+
+def is_local_refusal(message: Mapping[str, Any], base_url: str | None) -> bool:
+    """Ours: the request to a server on this machine (`is_local_base_url`) was refused at connect.
+
+    `picontext.ai._http.describe_transport_error` words every connect failure "... (connection
+    refused)"; a server's own text saying so counts too."""
+    error_message = message.get("errorMessage")
+    return (message.get("stopReason") == "error" and isinstance(error_message, str)
+            and bool(base_url) and is_local_base_url(str(base_url)) and bool(_REFUSED.search(error_message)))
+
+
+def is_retryable_error(message: Mapping[str, Any], context_window: int | None = None,
+                       base_url: str | None = None) -> bool:
     """Return True when the session should retry this failed message after a back-off.
 
     Mirrors Pi `AgentSession._isRetryableError` (agent-session.ts): an overflow (checked with the
     current model's window) is never retried, everything else follows
-    `is_retryable_assistant_error`.
+    `is_retryable_assistant_error`. Ours: with the model's `base_url`, a connection refused by a
+    server on this machine is not retried either (`is_local_refusal`).
     """
     if is_context_overflow(message, context_window or 0):
+        return False
+    if is_local_refusal(message, base_url):
         return False
     return is_retryable_assistant_error(message)
 

@@ -9,8 +9,9 @@ decide with `plan_retry` and wait with `sleep_unless_aborted`; the provider driv
 `plan_retry(policy, attempt, message, context_window, retry_after_s)`:
 
 * a reply that is not an error is never retried; an aborted reply neither;
-* an error is retried only when `is_retryable_error(message, context_window)` says it is
-  transient: a context overflow never is (it goes to compaction), nor are quota/billing errors;
+* an error is retried only when `is_retryable_error(message, context_window, base_url)` says it
+  is transient: a context overflow never is (it goes to compaction), nor are quota/billing
+  errors, nor a connection refused by a server on this machine (ours: it fails at once);
 * retry number n waits `retry_delay_ms(policy, n)` (base x 2^(n-1), capped by
   `policy.max_agent_delay_ms`), or the server's `retry-after` / `retry-after-ms` when the failed
   HTTP response carried one (read through `_http.capture_retry_after`). A server delay above the
@@ -89,13 +90,14 @@ def plan_retry(
     *,
     context_window: int | None = None,
     retry_after_s: float | None = None,
+    base_url: str | None = None,
 ) -> RetryPlan | None:
     """The decision after reply `message` when `attempt` retries were already made.
 
     None: `message` is not a transient error (a success, an abort, an overflow, a quota error):
     nothing to retry. Otherwise a `RetryPlan` (see the module docstring).
     """
-    if message.get("stopReason") != "error" or not is_retryable_error(message, context_window):
+    if message.get("stopReason") != "error" or not is_retryable_error(message, context_window, base_url):
         return None
     error_text = str(message.get("errorMessage") or "Unknown error")
     max_attempts = policy.max_retries if policy.enabled else 0
@@ -183,7 +185,8 @@ async def complete_with_retry(
                 return output
             with capture_retry_after() as sink:
                 message = await stream_fn(model, context, opts).result()
-            plan = plan_retry(policy, attempt, message, context_window=window, retry_after_s=sink.take())
+            plan = plan_retry(policy, attempt, message, context_window=window, retry_after_s=sink.take(),
+                              base_url=model.get("baseUrl"))
             if plan is None or plan.wait is None:
                 final = plan.final_error if plan is not None else message.get("errorMessage")
                 if attempt:

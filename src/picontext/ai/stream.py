@@ -1,7 +1,10 @@
 """Entry points: `stream(model, context, options)` and `complete(...)`.
 
 `stream()` resolves the API key (options, then the model's own `apiKey`, then env/auth.json),
-picks the wire API from `model["api"]` and returns an `AssistantMessageStream` at once. A missing
+fills the sampling options the caller left unset from the model's `compat.temperature` and
+`compat.seed` (models.json: a fixed temperature and seed make a local model's answers, and the
+tests on it, repeatable), picks the wire API from `model["api"]` and returns an
+`AssistantMessageStream` at once. A missing
 key or an unknown API is a `ConfigError` raised here, before any request; everything after the
 call starts arrives as events (see `picontext.ai.event_stream`).
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from picontext.ai.auth import require_api_key
 from picontext.ai.event_stream import AbortSignal, AssistantMessageStream
@@ -34,7 +38,7 @@ from picontext.ai.providers import (
 from picontext.ai.types import AssistantMessage
 from picontext.errors import ConfigError, ContextOverflowError, ProviderError
 
-__all__ = ["AbortSignal", "Context", "StreamFunction", "StreamOptions", "complete", "stream"]
+__all__ = ["AbortSignal", "Context", "StreamFunction", "StreamOptions", "complete", "stream", "with_model_sampling"]
 
 StreamFunction = Callable[[Model, Context, StreamOptions], AssistantMessageStream]
 """Contract (Pi `StreamFunction`): return at once; never raise after the call has started; end
@@ -59,7 +63,26 @@ def stream(model: Model, context: Context, options: StreamOptions | None = None)
         )
     if not opts.api_key:
         opts = dataclasses.replace(opts, api_key=require_api_key(model["provider"], model=model))
-    return fn(model, context, opts)
+    return fn(model, context, with_model_sampling(model, opts))
+
+
+def with_model_sampling(model: Model, options: StreamOptions) -> StreamOptions:
+    """`options` with `temperature` / `seed` taken from `model["compat"]` where the caller set none.
+
+    A value of the wrong type is a one-line `ConfigError` naming the model and the key."""
+    compat = model.get("compat") or {}
+    changes: dict[str, Any] = {}
+    temperature, seed = compat.get("temperature"), compat.get("seed")
+    if options.temperature is None and temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+            raise ConfigError(f"model {model['provider']}/{model['id']}: compat.temperature must be a number from 0 "
+                              f"to 2, not {temperature!r}")
+        changes["temperature"] = temperature
+    if options.seed is None and seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"model {model['provider']}/{model['id']}: compat.seed must be an integer, not {seed!r}")
+        changes["seed"] = seed
+    return dataclasses.replace(options, **changes) if changes else options
 
 
 async def complete(

@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
                    help="the prompt (without a value: read it from stdin)")
     p.add_argument("message", nargs="*", help="the prompt, if -p is not given")
     p.add_argument("--mode", choices=("text", "json"), default="text", help="text: the reply; json: one event per line")
-    add_session_flags(p)
+    add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=cmd_run)
 
 
@@ -199,9 +199,34 @@ class TextPrinter:
                 numbers = f" {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
                     else ""
                 again = "; retrying the request" if event.get("willRetry") else ""
-                self._note(f"picontext: compacted{numbers}{again}")
+                notice = f" ({event['notice']})" if event.get("notice") else ""
+                self._note(f"picontext: compacted{numbers}{notice}{again}")
         elif kind == "compaction_skipped":
             self._note(f"picontext: {event.get('message') or 'compaction skipped'}")
+        elif kind == "compaction_progress":
+            line = progress_line(event)
+            if line is not None:
+                self._note(line)
+
+
+def progress_line(event: Any) -> str | None:
+    """One stderr line for a `compaction_progress` event, or None: the start of each stage, then
+    each tenth of it and its end, so a summary of hundreds of chunks prints about ten lines."""
+    done, total = int(event.get("done") or 0), max(1, int(event.get("total") or 1))
+    elapsed = f"{int(event.get('elapsedMs') or 0) / 1000:.0f}s"
+    what = "turn prefix" if event.get("part") == "turnPrefix" else "history"
+    if event.get("stage") == "chunks":
+        if done == 0:
+            return f"picontext: the {what} is larger than the summarizer's window: summarizing it in {total} chunks"
+        if done == total or done * 10 // total != (done - 1) * 10 // total:
+            return f"picontext: summarized chunk {done} of {total} ({elapsed})"
+        return None
+    if done == 0:
+        return None
+    if done == total or done * 10 // total != (done - 1) * 10 // total:
+        return f"picontext: merged {done} of {total} note groups ({elapsed})" if total > 1 else \
+            f"picontext: merged the notes ({elapsed})"
+    return None
 
 
 def retry_wait_line(event: Any) -> str:

@@ -20,7 +20,13 @@ from picontext import _json
 from picontext.cli.loading import add_file_argument, load_session, read_session
 from picontext.cli.main import described
 from picontext.cli.store_cmds import open_session, store_url
-from picontext.compaction.compact import STRATEGIES, CompactOutcome, compact_session
+from picontext.compaction.compact import (
+    STRATEGIES,
+    CompactOutcome,
+    compact_session,
+    nothing_to_compact_reason,
+    nothing_to_mask_reason,
+)
 from picontext.compaction.mask import plan_masks
 from picontext.compaction.prepare import preparation_report, prepare_compaction
 from picontext.compaction.settings import CompactionSettings, load_settings
@@ -48,6 +54,9 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--keep-recent-tokens", type=int, metavar="N", help="override keepRecentTokens")
     p.add_argument("--reserve-tokens", type=int, metavar="N", help="override reserveTokens")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="when the model's summary fails twice, exit 2 instead of compacting with a mechanical "
+                        "summary (the failure records are still appended)")
     p.set_defaults(handler=cmd_compact)
 
 
@@ -79,6 +88,8 @@ def _completion(model_ref: str | None) -> Any:
 
 
 def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
+    """What the real run would do. When it would find nothing, the dry run says why on stderr
+    and exits 2 as the real run does (`--json` still prints its `null` or `[]`)."""
     session = load_session(args.file)
     leaf = session.resolve_leaf(args.leaf)
     settings = settings_for(session.header.get("cwd"))
@@ -89,16 +100,20 @@ def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
              "placeholder": m.placeholder} for m in plan_masks(projection, settings.keep_recent_tokens)]
         if args.json:
             _write_json(masks)
-        else:
+        elif masks:
             print(f"would mask {len(masks)} tool results, saving about {sum(m['tokensSaved'] for m in masks)} tokens")
+        if not masks:
+            print(f"picontext: {nothing_to_mask_reason(settings)}", file=sys.stderr)
+            return 2
         return 0
-    report = preparation_report(prepare_compaction(build_session_path(session.entries, leaf, session.by_id),
-                                                   settings))
+    path = build_session_path(session.entries, leaf, session.by_id)
+    report = preparation_report(prepare_compaction(path, settings))
     if args.json:
         _write_json(report)
-    elif report is None:
-        print("nothing to compact")
-    else:
+    if report is None:
+        print(f"picontext: {nothing_to_compact_reason(path, settings)}", file=sys.stderr)
+        return 2
+    if not args.json:
         split = " (split turn)" if report["isSplitTurn"] else ""
         print(f"would summarize {report['messagesToSummarize']} messages + {report['turnPrefixMessages']} turn-prefix "
               f"messages{split}; keep from {report['firstKeptEntryId']}; {report['tokensBefore']} tokens before")
@@ -106,17 +121,28 @@ def _dry_run(args: argparse.Namespace, settings_for: Any) -> int:
 
 
 def _report(args: argparse.Namespace, outcome: CompactOutcome) -> None:
+    details = outcome.summary.details if outcome.summary is not None else None
+    fallback = details.get("fallback") if isinstance(details, dict) else None
     if args.json:
         _write_json({"strategy": outcome.strategy, "tokensBefore": outcome.tokens_before,
                      "tokensAfter": outcome.tokens_after, "appended": outcome.appended, "masked": outcome.masked,
-                     "summarized": outcome.summary is not None, "note": outcome.note})
+                     "summarized": outcome.summary is not None, "note": outcome.note, "fallback": fallback})
         return
     done = []
     if outcome.masked:
         done.append(f"masked {outcome.masked} tool results")
     if outcome.summary is not None:
-        done.append(f"summarized up to {outcome.summary.first_kept_entry_id}")
-    print(f"{args.file}: {', '.join(done)}; tokens {outcome.tokens_before} -> {outcome.tokens_after}")
+        how = "compacted with a mechanical summary" if fallback is not None else "summarized"
+        done.append(f"{how} up to {outcome.summary.first_kept_entry_id}")
+    print(f"{args.file}: {', '.join(done)}; tokens {outcome.tokens_before} -> {outcome.tokens_after} "
+          "(chars/4 estimates of the context, as `picontext tokens` counts it now)")
+    notice = None
+    if details is not None:
+        from picontext.compaction.fallback import fallback_notice  # the summary path's module (httpx)
+
+        notice = fallback_notice(details)
+    if notice:
+        print(f"picontext: {notice}", file=sys.stderr)
     if outcome.note:
         print(f"note: {outcome.note}", file=sys.stderr)
 
@@ -143,6 +169,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     thinking = manager.build_session_projection().thinking_level
     outcome = asyncio.run(compact_session(manager, strategy=args.strategy, completion=completion, settings=settings,
                                           instructions=args.instructions, leaf_id=args.leaf,
-                                          thinking_level=thinking if isinstance(thinking, str) else None))
+                                          thinking_level=thinking if isinstance(thinking, str) else None,
+                                          fallback=not args.no_fallback))
     _report(args, outcome)
     return 0

@@ -13,7 +13,8 @@ from rich.text import Text
 from picontext import _json
 from picontext.cli import render
 from picontext.cli.loading import LoadedSession, add_file_argument, load_session
-from picontext.session.projection import build_session_path, field_of, fold_path
+from picontext.compaction.records import failure_line, failure_records
+from picontext.session.projection import build_session_path, collect_edits, field_of, fold_path, hashable, id_key
 
 
 def _parser(sub: Any, name: str, summary: str, description: str, examples: list[str]) -> Any:
@@ -64,13 +65,9 @@ def _write_json(value: Any) -> None:
 def _edit_state(session: LoadedSession, path: list[Any]) -> tuple[set[Any], dict[Any, Any]]:
     """Ids summarized away by the newest compaction, and the winning edit per target."""
     context = fold_path(path)
-    in_context = {field_of(e, "id") for e in context}
-    compacted = {field_of(e, "id") for e in path} - in_context
-    edits: dict[Any, Any] = {}
-    for entry in context:
-        if field_of(entry, "type") == "context_edit":
-            edits[entry.get("targetId")] = entry
-    return compacted, edits
+    in_context = {id_key(e) for e in context}
+    compacted = {id_key(e) for e in path} - in_context
+    return compacted, collect_edits(context)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -87,13 +84,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = _tail(path, args.tail)
         if len(shown) < len(path):
             out.print(Text(f"… {len(path) - len(shown)} earlier entries", style="dim"))
-        width = max(40, (args.width or out.width) - 30)
+        width = args.width or out.width
         for entry in shown:
             _show_entry(out, entry, compacted, edits, width, args.full)
     return 0
 
 
 def _show_entry(out: Any, entry: Any, compacted: set[Any], edits: dict[Any, Any], width: int, full: bool) -> None:
+    """One entry; a one-line entry fits `width` whole, its marker (`[compacted]`, `[omitted by
+    ...]`) included: the text is shortened, never the marker wrapped onto a line of its own."""
     eid = field_of(entry, "id")
     kind = field_of(entry, "type")
     message = entry.get("message") if kind == "message" else None
@@ -102,9 +101,9 @@ def _show_entry(out: Any, entry: Any, compacted: set[Any], edits: dict[Any, Any]
     line.append(f" {eid} ", style="dim")
     style = ""
     note = ""
-    if eid in compacted:
+    if id_key(entry) in compacted:
         style, note = "dim", "  [compacted]"
-    edit = edits.get(eid)
+    edit = edits.get(eid) if hashable(eid) else None
     if edit is not None:
         if edit.get("replacement") is None:
             style, note = "strike", f"  [omitted by {edit.get('id')}]"
@@ -117,8 +116,9 @@ def _show_entry(out: Any, entry: Any, compacted: set[Any], edits: dict[Any, Any]
         if body:
             out.print(Text(body, style=style))
         return
-    body = render.message_summary(message, width) if message is not None else render.entry_summary(entry, width)
-    line.append(body, style=style)
+    room = max(20, width - line.cell_len - len(note))
+    body = render.message_summary(message, room) if message is not None else render.entry_summary(entry, room)
+    line.append(render.short(body, room), style=style)
     line.append(note, style="italic red" if note else "")
     out.print(line)
 
@@ -151,10 +151,12 @@ def cmd_tree(args: argparse.Namespace) -> int:
         _write_json({"leafId": leaf, "tree": [_tree_json(r) for r in roots]})
         return 0
     out = render.console()
-    width = max(40, out.width - 20)
+    width = max(40, out.width - 1)
     lines: list[Text] = []
 
     def node_line(node: Any, prefix: str) -> Text:
+        """Prefix, id, summary, label, leaf mark: the summary is shortened so that the label and
+        `<- leaf` always fit the line (a line still too wide is cut at its end by `print`)."""
         entry = node.entry
         eid = field_of(entry, "id")
         text = Text(prefix)
@@ -162,12 +164,14 @@ def cmd_tree(args: argparse.Namespace) -> int:
         kind = field_of(entry, "type")
         style = {"compaction": "bold magenta", "branch_summary": "bold blue", "context_edit": "red"}.get(
             kind if isinstance(kind, str) else "", "")
-        text.append(render.entry_summary(entry, max(20, width - len(prefix))), style=style)
+        marks = Text()
         if node.label:
-            text.append(f"  [{node.label}]", style="bold cyan")
+            marks.append(f"  [{render.short(str(node.label), 40)}]", style="bold cyan")
         if eid == leaf:
-            text.append("  <- leaf", style="bold yellow")
-        return text
+            marks.append("  <- leaf", style="bold yellow")
+        room = max(20, width - text.cell_len - marks.cell_len)
+        text.append(render.short(render.entry_summary(entry, room), room), style=style)
+        return text + marks
 
     # Iterative walk: a linear chain stays at one indentation; each branch point indents.
     stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(roots)]
@@ -236,8 +240,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for bucket in buckets.values():
         for key, value in bucket.items():
             total[key] = total.get(key, 0) + value
+    failures = failure_records(session.entries)  # ours: failed summary attempts (compaction/records.py)
     result = {"file": session.path, "entries": len(session.entries), "byType": dict(by_type),
-              "messagesByRole": dict(by_role), "usage": buckets, "total": total, "compactions": compactions}
+              "messagesByRole": dict(by_role), "usage": buckets, "total": total, "compactions": compactions,
+              "compactionFailures": failures}
     if args.json:
         _write_json(result)
         return 0
@@ -258,9 +264,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
         out.print(Text(f"{'compactions':<16}{'input':>12}{'output':>10}{'cacheRead':>12}{'cacheWrite':>12}"
                        f"{'cost $':>10}  summary model", style="bold"))
         for c in compactions:
-            out.print(f"{str(c['id'])[:16]:<16}{int(c['input']):>12,}{int(c['output']):>10,}{int(c['cacheRead']):>12,}"
-                      f"{int(c['cacheWrite']):>12,}{c['cost']:>10.4f}  {c['summaryModel'] or '?'}")
+            out.print(f"{str(c['id'])[:16]:<16}{_count(c['input']):>12}{_count(c['output']):>10}"
+                      f"{_count(c['cacheRead']):>12}{_count(c['cacheWrite']):>12}{c['cost']:>10.4f}  "
+                      f"{c['summaryModel'] or NO_SUMMARY_MODEL}")
+    if failures:
+        out.print(Text(f"failed summary attempts: {len(failures)}", style="bold"))
+        for record in failures:
+            out.print(f"  {str(record['id'])[:16]:<16}{failure_line(record)}", no_wrap=True, overflow="ellipsis")
     return 0
+
+
+NO_SUMMARY_MODEL = "not recorded (Pi does not record the summary model)"
 
 
 def _compaction_cost(entry: dict[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from picontext._files import file_kind
 from picontext.errors import PicontextError, SessionFormatError
 from picontext.session import paths
 from picontext.session.projection import LAST, LeafArg, SessionProjection
-from picontext.session.store import JsonlSessionStore, indexed_columns, read_session_header
+from picontext.session.store import HEADER_SCAN_LIMIT, JsonlSessionStore, indexed_columns, read_session_header
 
 if TYPE_CHECKING:  # imported where used: `context --json` needs none of them
     from picontext.session.manager import SessionManager
@@ -25,14 +26,6 @@ class SessionOpenError(PicontextError):
 
 
 MAX_WARNINGS = 10
-
-
-def describe_file_type(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
@@ -47,7 +40,7 @@ def check_regular_file(path: str, *, missing_ok: bool = False) -> None:
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not stat.S_ISREG(mode):
-        raise SessionOpenError(f"is {describe_file_type(mode)}, not a session file: {path}")
+        raise SessionOpenError(f"is {file_kind(mode)}, not a session file: {path}")
 
 
 def print_warnings(lines: list[str]) -> None:
@@ -99,7 +92,9 @@ class LoadedSession:
 
     def resolve_leaf(self, leaf: str | None) -> LeafArg:
         if leaf is None:
-            return LAST
+            # Pi's leaf after loading is the last entry's id: a null one means an empty context.
+            last = self.entries[-1] if self.entries else None
+            return None if isinstance(last, dict) and "id" in last and last["id"] is None else LAST
         if leaf not in self.by_id:
             raise SessionOpenError(f"entry {leaf!r} not found in {self.path}")
         return leaf
@@ -116,6 +111,8 @@ def add_file_argument(parser: Any) -> None:
 def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""
+    from msgspec import UNSET
+
     from picontext.session.index import EntryIndex
     from picontext.session.live import LiveProjection
     from picontext.session.migrations import migrate_to_current
@@ -128,7 +125,9 @@ def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     if leaf is not None and leaf not in index:
         raise SessionOpenError(f"entry {leaf!r} not found in {path}")
     live = LiveProjection()
-    live.rebuild(index, path_to(index, LAST if leaf is None else leaf))
+    last_id = index.last_id()  # Pi's leaf after loading (an absent id: start at the last entry)
+    start: Any = leaf if leaf is not None else LAST if last_id is UNSET else last_id
+    live.rebuild(index, path_to(index, start))
     return live.projection()
 
 
@@ -215,18 +214,23 @@ def _read(path: str, *, lazy: bool) -> LoadResult:
     except OSError as exc:
         raise SessionOpenError(f"cannot read {path}: {exc.strerror}") from None
     if not result.valid:
-        why = "it is empty" if not result.entries and not result.skipped else "its first line is not a session header"
+        if result.entries or result.skipped:
+            why = "its first line is not a session header"
+        elif result.size > HEADER_SCAN_LIMIT:
+            why = f"no session header in its first {HEADER_SCAN_LIMIT // (1024 * 1024)} MiB"
+        else:
+            why = "it is empty"
         raise SessionOpenError(f"not a session file ({why}): {path}")
     print_warnings(result.warnings(path))
     return result
 
 
-def _session_files(directory: str) -> list[str]:
-    """The regular *.jsonl files of `directory` (a FIFO or device of that name would never end)."""
-    try:
-        names = [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".jsonl")]
-    except OSError:
-        return []
+def _session_files(directory: str, root: str | None = None) -> list[str]:
+    """The regular *.jsonl files of `directory` (a FIFO or device of that name would never end),
+    links only when they stay inside `root` (as `picontext sessions` lists them)."""
+    from picontext.session.listing import jsonl_files
+
+    names = jsonl_files(directory, root)
     out = []
     for path in names:
         try:
@@ -282,7 +286,7 @@ def session_path(ref: str | None, cwd: str, *, create: bool = False) -> str:
             dirs = [os.path.join(root, d) for d in os.listdir(root)]
         except OSError:
             dirs = []
-        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d)], ref)
+        matches = _ids_matching([f for d in dirs if os.path.isdir(d) for f in _session_files(d, root)], ref)
     if len(set(matches.values())) > 1:
         shown = ", ".join(sorted(set(matches.values()))[:5])
         raise SessionOpenError(f"session id prefix {ref!r} is ambiguous: {shown}")

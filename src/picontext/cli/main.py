@@ -33,7 +33,7 @@ def described(description: str, *examples: str) -> dict[str, Any]:
 COMMAND_MODULES = (
     "context_cmds", "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds",
     "auth_cmds", "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
-    "export_cmds", "serve_cmds",
+    "export_cmds", "serve_cmds", "import_cmds",
 )
 
 
@@ -44,7 +44,7 @@ COMMAND_OWNERS = {
     "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
     "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
     "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
-    "export": "export_cmds", "serve": "serve_cmds",
+    "export": "export_cmds", "serve": "serve_cmds", "import": "import_cmds",
 }
 
 

@@ -101,17 +101,23 @@ def message_summary(message: Any, width: int = 100) -> str:
     if role in ("compactionSummary", "branchSummary"):
         return short(str(message.get("summary", "")), width)
     if role == "system":
-        sections = ", ".join((message.get("sections") or {}).keys())
-        tools = [t.get("name") for t in message.get("toolsAdded") or [] if isinstance(t, dict)]
+        found = message.get("sections")
+        sections = ", ".join(map(str, found)) if isinstance(found, dict) else ""
+        tools = [t.get("name") for t in _list(message.get("toolsAdded")) if isinstance(t, dict)]
+        removed = [t.get("name") for t in _list(message.get("toolsRemoved")) if isinstance(t, dict)]
         bits = [short(content_text(content), 40) if content_text(content) else ""]
         if sections:
             bits.append(f"sections: {sections}")
         if tools:
             bits.append(f"+tools: {', '.join(map(str, tools))}")
-        if message.get("toolsRemoved"):
-            bits.append(f"-tools: {', '.join(str(t.get('name')) for t in message['toolsRemoved'])}")
+        if removed:
+            bits.append(f"-tools: {', '.join(map(str, removed))}")
         return short("; ".join(b for b in bits if b), width)
     return short(content_text(content), width)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def entry_summary(entry: Any, width: int = 90) -> str:
@@ -146,9 +152,10 @@ def entry_summary(entry: Any, width: int = 90) -> str:
     if kind == "custom":
         return f"custom [{entry.get('customType')}]"
     if kind == "usage":
-        usage = entry.get("usage") or {}
+        usage = entry.get("usage")
         model = f"{entry.get('provider')}/{entry.get('model')}"
-        return f"usage [{entry.get('kind')}] {model}: {usage.get('totalTokens')} tokens"
+        tokens = usage.get("totalTokens") if isinstance(usage, dict) else None
+        return f"usage [{entry.get('kind')}] {model}: {tokens} tokens"
     return f"{kind} (unknown type)"
 
 

@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
                                    "--port 0"))
     p.add_argument("--dir", help="a session directory (default: this project's sessions)")
     p.add_argument("--all", action="store_true", help="sessions of every project")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only; ::1 for IPv6)")
     p.add_argument("--port", type=int, default=8377, help="port (default 8377; 0 picks a free one)")
     p.set_defaults(handler=cmd_serve)
 
@@ -83,10 +84,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return list_sessions(cwd)
 
         where = args.dir or ("all projects" if args.all else cwd)
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port must be 0 to 65535 (0 picks a free one), not {args.port}")
     try:
         server = ViewerServer(lister, where, args.host, args.port, source)
     except OSError as exc:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     print(f"picontext viewer on {server.url} ({where}); Ctrl-C stops it", flush=True)
     try:
         server.serve_forever()

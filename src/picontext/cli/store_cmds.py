@@ -60,7 +60,20 @@ def store_url() -> str | None:
 def open_database(url: str) -> Any:
     from picontext.session.postgres import database
 
+    quiet_driver_logs()
     return database(url)
+
+
+def quiet_driver_logs() -> None:
+    """The CLI reports a database failure in one line of its own; psycopg_pool's log lines
+    (failed reconnections, discarded connections, worker threads not stopped at once) would print
+    before it through logging's last-resort handler. Library users keep them."""
+    import logging
+
+    logger = logging.getLogger("psycopg.pool")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
 
 
 def resolve(url: str, ref: str) -> Any:
@@ -188,6 +201,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         except SessionFormatError as exc:
             failed += 1
             print(f"picontext: {exc}", file=sys.stderr)
+        except PicontextError as exc:  # the database refused (SessionWriteError is an OSError too)
+            failed += 1
+            print(f"picontext: {path}: {exc}", file=sys.stderr)
         except OSError as exc:
             failed += 1
             print(f"picontext: cannot read {path}: {exc.strerror}", file=sys.stderr)

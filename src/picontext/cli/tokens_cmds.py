@@ -68,12 +68,20 @@ def cmd_tokens(args: argparse.Namespace) -> int:
             how = "estimated: the model server reported no token usage (pure chars/4 estimate)"
     else:
         how = f"usage {estimate['usageTokens']} at message {anchor} + {estimate['trailingTokens']} estimated after it"
-    out.print(Text(f"{estimate['tokens']} tokens · {len(projection.messages)} messages · {how}", style="bold"))
+    stale = _stale_anchor(projection, path, anchor) if projected["lastUsageIndex"] != anchor else None
+    if stale is None:
+        out.print(Text(f"{estimate['tokens']} tokens · {len(projection.messages)} messages · {how}", style="bold"))
+    else:
+        # Pi's estimateContextTokens (--json) trusts the newest reply's usage even when that reply
+        # was kept by a later compaction or edit: the usage then measures a context that is gone.
+        out.print(Text(f"{projected['tokens']} tokens now · {len(projection.messages)} messages · chars/4 estimate "
+                       f"of the context as it is (what compactions decide on and report)", style="bold"))
+        removed = "that compaction summarized" if stale.startswith("compaction") else "that edit took out"
+        out.print(f"Pi's count (--json): {estimate['tokens']} tokens = {how}; that usage was reported before "
+                  f"{stale}, so it still counts what {removed}")
     summary = summarize_accuracy(accuracy(projection.messages))
     if summary["samples"]:
         out.print(_accuracy_line(summary))
-    if projected["tokens"] != estimate["tokens"] or projected["lastUsageIndex"] != anchor:
-        out.print(f"staleness-aware: {projected['tokens']} tokens (the usage predates a context edit or compaction)")
     index = 0
     for item in projection.entries:
         for message in item.messages:
@@ -89,13 +97,40 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stale_anchor(projection: Any, path: list[Any], anchor: int | None) -> str | None:
+    """What made the usage anchor stale: `compaction 5b6fdd57` or `context edit 1c2d3e4f`, the
+    newest such entry after the anchor's entry on the branch (None: the anchor is current)."""
+    if anchor is None:
+        return None
+    start = 0
+    source = None
+    for item in projection.entries:
+        if start <= anchor < start + len(item.messages):
+            source = item.source_entry
+            break
+        start += len(item.messages)
+    after = False
+    newest = None
+    source_id = field_of(source, "id") if source is not None else None
+    for entry in path:
+        if entry is source or (source_id is not None and field_of(entry, "id") == source_id):
+            after = True
+        elif after and field_of(entry, "type") in ("compaction", "context_edit"):
+            newest = entry
+    if newest is None:
+        return None
+    return f"{str(field_of(newest, 'type')).replace('_', ' ')} {field_of(newest, 'id')}"
+
+
 def _reports_no_usage(message: Any) -> bool:
     """A finished reply whose usage is all zero: its server sends no usage (e.g. llama.cpp streams)."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return False
     if message.get("stopReason") in ("error", "aborted"):
         return False
-    usage = message.get("usage") or {}
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return True
     return not any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
 
 

@@ -11,8 +11,10 @@ Strategies (issue 3 §5b):
 * `mask-then-summary`: mask first, then summarize only if the context is still over the
   threshold (`should_compact`).
 
-Nothing is written until every model call has succeeded: a failed summary raises a
-`SummarizationFailed` subclass and leaves the file byte-identical. The append itself happens
+A failed summary is retried once and then replaced by a mechanical summary (`fallback.py`);
+each failed attempt appends a `picontext.compaction-failed` custom entry (Pi ignores it). With
+`fallback=False` the last failure is raised instead (a `SummarizationFailed` subclass) and the
+failure records are all that was appended. An abort writes nothing but a resumable span's end. The append itself happens
 under the session file's lock, after checking that nobody else wrote to the file while the
 summary was being written; if somebody did, `SessionChanged` is raised and nothing is appended.
 All of it goes through the manager's store (`SessionManager.aexclusive`): this module never
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from picontext.compaction.mask import apply_masks, plan_masks
-from picontext.compaction.prepare import prepare_compaction
+from picontext.compaction.prepare import prepare_compaction, project_path
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
@@ -46,7 +48,8 @@ if TYPE_CHECKING:  # the summary path pulls in the model client (httpx); masking
     from picontext.compaction.completion import Completion
     from picontext.compaction.summarize import SummaryResult
 
-__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens"]
+__all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens",
+           "nothing_to_compact_reason", "nothing_to_mask_reason"]
 
 Strategy = Literal["summary", "mask", "mask-then-summary"]
 STRATEGIES: tuple[str, ...] = ("summary", "mask", "mask-then-summary")
@@ -101,10 +104,27 @@ async def _append_guard(manager: Any) -> AsyncIterator[None]:
         ) from None
 
 
-def _nothing_reason(path: list[Any]) -> str:
+def nothing_to_compact_reason(path: list[Any], settings: CompactionSettings) -> str:
+    """Why `prepare_compaction` found nothing on `path`, in words (the real run and the dry run
+    say the same). It starts with Pi's own message ("Already compacted", "Nothing to compact
+    (session too small)") and adds the numbers behind it."""
     if path and field_of(path[-1], "type") == "compaction":
-        return "Already compacted"
-    return "Nothing to compact (session too small)"
+        return "Already compacted: the branch ends with a compaction"
+    # What the cut point weighs: the chars/4 estimate of each message after the last summary.
+    messages = [m for m in project_path(path).messages if field_of(m, "role") not in ("system", "compactionSummary")]
+    if not messages:
+        return "Nothing to compact (session too small): the branch has no messages to summarize"
+    tokens = sum(estimate_tokens(m) for m in messages)
+    since = " since the last compaction" if any(field_of(e, "type") == "compaction" for e in path) else ""
+    # (More than keepRecentTokens can still be all kept: a cut never falls inside a message.)
+    return (f"Nothing to compact (session too small): the messages{since} (~{tokens:,} tokens by chars/4) all "
+            f"fall in the part a compaction keeps, the newest keepRecentTokens ({settings.keep_recent_tokens:,}) "
+            "from the nearest point a cut is allowed; a smaller --keep-recent-tokens summarizes more")
+
+
+def nothing_to_mask_reason(settings: CompactionSettings) -> str:
+    return (f"Nothing to mask: no tool result is older than the keep window (keepRecentTokens "
+            f"{settings.keep_recent_tokens:,}; a smaller --keep-recent-tokens masks more)")
 
 
 def _plan(manager: Any, path: list[Any], settings: CompactionSettings, instructions: str | None,
@@ -121,7 +141,7 @@ def _plan(manager: Any, path: list[Any], settings: CompactionSettings, instructi
             path = manager.get_branch()
     prep = prepare_compaction(path, settings)
     if prep is None:
-        raise NothingToCompact(_nothing_reason(path))
+        raise NothingToCompact(nothing_to_compact_reason(path, settings))
     span_id = None
     if settings.resumable:
         span_id = record_span(manager, prep, settings, reason="manual", instructions=instructions, model=model_ref)
@@ -130,18 +150,24 @@ def _plan(manager: Any, path: list[Any], settings: CompactionSettings, instructi
 
 async def _summarize(manager: Any, completion: Completion | None, settings: CompactionSettings,
                      instructions: str | None, thinking_level: str | None, signal: Any,
-                     verify: bool) -> tuple[SummaryResult, str]:
+                     verify: bool, fallback: bool) -> tuple[SummaryResult, str]:
     if completion is None:
         raise ConfigError("the summary strategy needs a model (--model provider/id)")
-    from picontext.compaction.summarize import summarize_preparation
+    from picontext.compaction.fallback import FAILURE_TYPE, AttemptFailure, failure_data, summarize_with_fallback
     from picontext.compaction.summary_model import summarizer_ref, with_summary_model
 
     model_ref = summarizer_ref(completion)
     prep, settings, instructions, span_id = _plan(manager, manager.get_branch(), settings, instructions, model_ref)
+
+    async def record(failure: AttemptFailure) -> None:
+        async with _append_guard(manager):
+            manager.append_custom_entry(FAILURE_TYPE, failure_data(failure, prep, reason="manual", model=model_ref))
+
     try:
-        result = await summarize_preparation(prep, completion, reserve_tokens=settings.reserve_tokens,
-                                             instructions=instructions, thinking_level=thinking_level,
-                                             signal=signal, verify=verify)
+        result = await summarize_with_fallback(
+            prep, completion, reserve_tokens=settings.reserve_tokens, instructions=instructions,
+            thinking_level=thinking_level, signal=signal, verify=verify, timeout_ms=settings.summary_timeout_ms,
+            fallback=fallback and settings.fallback_summary, on_failure=record)
     except BaseException as exc:
         if span_id is not None and isinstance(exc, Exception):
             end_span(manager, span_id, "aborted" if isinstance(exc, SummaryAborted) else "failed")
@@ -165,13 +191,15 @@ async def compact_session(
     signal: Any = None,
     context_window: int | None = None,
     verify: bool = True,
+    fallback: bool = True,
 ) -> CompactOutcome:
     """Compact the manager's current branch (or `leaf_id`'s) with `strategy`; see the module docstring.
 
     Raises `NothingToCompact` when there is nothing to summarize or mask, `ConfigError` when
     the summary strategy has no model, a `SummarizationFailed` subclass when the model's reply
-    is unusable and `SessionChanged` when another writer got in first. In every one of those
-    cases nothing was appended.
+    is unusable twice and `fallback` is off (or `compaction.fallbackSummary` is false), and
+    `SessionChanged` when another writer got in first. In every one of those cases no compaction
+    was appended (a failed summary leaves its `picontext.compaction-failed` records).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
@@ -183,7 +211,7 @@ async def compact_session(
 
     if strategy == "summary":
         outcome.summary, entry_id = await _summarize(manager, completion, settings, instructions, thinking_level,
-                                                     signal, verify)
+                                                     signal, verify, fallback)
         outcome.appended.append(entry_id)
     else:
         edits = plan_masks(manager.build_session_projection(), settings.keep_recent_tokens)
@@ -192,7 +220,7 @@ async def compact_session(
                 outcome.appended += apply_masks(manager, edits)
             outcome.masked = len(edits)
         if strategy == "mask" and not edits:
-            raise NothingToCompact("Nothing to mask: no tool result is older than the keep window")
+            raise NothingToCompact(nothing_to_mask_reason(settings))
         if strategy == "mask-then-summary":
             window = context_window or int(getattr(completion, "context_window", 0) or 0)
             tokens = context_tokens(manager)
@@ -201,7 +229,7 @@ async def compact_session(
                     outcome.note = "still over the compaction threshold after masking; a summary needs --model"
                 else:
                     outcome.summary, entry_id = await _summarize(manager, completion, settings, instructions,
-                                                                 thinking_level, signal, verify)
+                                                                 thinking_level, signal, verify, fallback)
                     outcome.appended.append(entry_id)
             elif not edits:
                 raise NothingToCompact("Nothing to compact: no tool result to mask and the context is under the "

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from picontext.ai.event_stream import AbortSignal
-from picontext.ai.models import Model, is_local_base_url
+from picontext.ai.models import Model
+from picontext.ai.request_gate import needs_serial_requests
 from picontext.ai.retry import RetryPolicy
 from picontext.ai.retrying import RetryCallbacks, complete_with_retry
 from picontext.ai.types import empty_usage
@@ -161,10 +162,11 @@ class StreamCompletion:
     the `retry` back-off or the server's Retry-After, each wait announced through `callbacks`
     (Pi `completeSummarization`, spec 02 §7.5). An aborted reply is never retried.
 
-    `one_at_a_time` is True for a server on this machine: two requests there share the same
-    hardware, so running them together saves nothing, and llama-cpp-python's server (by default)
-    cancels the running stream whenever another request arrives, so concurrent summary requests
-    would cancel each other, be retried, and cancel each other again.
+    `one_at_a_time` is the model's `compat.serialRequests` (models.json): llama-cpp-python's
+    server (by default) cancels the running stream whenever another request arrives, so
+    concurrent summary requests would cancel each other, be retried, and cancel each other
+    again. Any other server, on this machine or not, gets a split turn's two summaries and a
+    long span's chunks at once (Ollama, vLLM and llama.cpp's `llama-server` queue or batch them).
     """
 
     def __init__(
@@ -182,7 +184,7 @@ class StreamCompletion:
         self.context_window = int(model.get("contextWindow") or 0)
         self.max_output_tokens = int(model.get("maxTokens") or 0)
         self.reasoning = bool(model.get("reasoning"))
-        self.one_at_a_time = is_local_base_url(str(model.get("baseUrl") or ""))
+        self.one_at_a_time = needs_serial_requests(model)
         self._api_key = api_key
         self._retry = retry or RetryPolicy()
         self._sleep = sleep

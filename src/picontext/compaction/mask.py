@@ -23,7 +23,7 @@ from picontext.compaction.serialize import utf16_len
 from picontext.compaction.tokens import estimate_tokens
 from picontext.session.projection import SessionProjection, field_of
 
-__all__ = ["MASK_PREFIX", "MaskEdit", "apply_masks", "mask_placeholder", "plan_masks"]
+__all__ = ["MASK_PREFIX", "MaskEdit", "apply_masks", "mask_placeholder", "plan_kept_masks", "plan_masks"]
 
 MASK_PREFIX = "[tool result masked by picontext: "
 MAX_ARGS_CHARS = 160
@@ -105,7 +105,8 @@ def plan_masks(projection: SessionProjection, keep_recent_tokens: int) -> list[M
         if message.get("content") != raw.get("content"):
             continue  # an earlier context edit already changed it
         text = _result_text(message)
-        call = calls.get(message.get("toolCallId")) or {}
+        call_id = message.get("toolCallId")
+        call = calls.get(call_id, {}) if isinstance(call_id, str) else {}
         tool = call.get("name") or message.get("toolName") or "tool"
         placeholder = mask_placeholder(str(tool), call.get("arguments"), utf16_len(text), str(entry.get("id")))
         masked = {**message, "content": [{"type": "text", "text": placeholder}]}
@@ -120,3 +121,50 @@ def apply_masks(manager: Any, edits: Sequence[MaskEdit]) -> list[str]:
     none: a full disk leaves no mask behind); returns the new entry ids."""
     return list(manager.append_context_edits(
         [(e.target_id, {"content": [{"type": "text", "text": e.placeholder}]}) for e in edits]))
+
+
+KEPT_EXCERPT_CHARS = 2000
+"""What an oversized kept tool result still shows: its beginning, as much as Pi's summarizer reads."""
+KEPT_MASK_MIN_TOKENS = 1000
+"""Kept tool results smaller than this are never shortened: they cannot be what overflows."""
+
+
+def plan_kept_masks(projection: SessionProjection, first_kept_index: int, tokens_to_free: int) -> list[MaskEdit]:
+    """Ours: shorten the largest tool results of the kept part (entries from `first_kept_index`)
+    until `tokens_to_free` are freed, or [] when even all of them would not free that much.
+
+    For a kept part that no cut can make small enough: a tool output of megabytes in the newest
+    turn, with no cut point after it. Each becomes its first `KEPT_EXCERPT_CHARS` characters
+    under a line naming the tool, the original size and the entry that still holds it all.
+    """
+    calls = _tool_calls(projection.messages)
+    candidates: list[MaskEdit] = []
+    for item in projection.entries[first_kept_index:]:
+        entry = item.source_entry
+        if field_of(entry, "type") != "message" or len(item.messages) != 1:
+            continue
+        message, raw = item.messages[0], entry.get("message")
+        if field_of(message, "role") != "toolResult" or not isinstance(raw, dict):
+            continue
+        if message.get("content") != raw.get("content") or estimate_tokens(message) < KEPT_MASK_MIN_TOKENS:
+            continue
+        text = _result_text(message)
+        call = calls.get(message.get("toolCallId")) or {}
+        tool = str(call.get("name") or message.get("toolName") or "tool")
+        length = utf16_len(text)
+        head = (f"[tool result shortened by picontext: {tool}({_arguments_text(call.get('arguments'))}) returned "
+                f"{length} characters, more than the context window holds; its first {KEPT_EXCERPT_CHARS} follow, "
+                f"the original is entry {entry.get('id')}]\n")
+        replacement = head + text[:KEPT_EXCERPT_CHARS]
+        shortened = {**message, "content": [{"type": "text", "text": replacement}]}
+        saved = estimate_tokens(message) - estimate_tokens(shortened)
+        if saved > 0:
+            candidates.append(MaskEdit(str(entry.get("id")), replacement, length, saved))
+    chosen: list[MaskEdit] = []
+    freed = 0
+    for edit in sorted(candidates, key=lambda e: e.tokens_saved, reverse=True):
+        if freed >= tokens_to_free:
+            break
+        chosen.append(edit)
+        freed += edit.tokens_saved
+    return chosen if freed >= tokens_to_free else []

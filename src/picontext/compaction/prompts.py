@@ -20,7 +20,9 @@ __all__ = [
     "branch_request",
     "cached_history_request",
     "cached_turn_prefix_request",
+    "chunk_request",
     "history_request",
+    "merge_request",
     "turn_prefix_request",
 ]
 
@@ -118,15 +120,21 @@ def _conversation_block(conversation: str) -> str:
     return f"<conversation>\n{conversation}\n</conversation>\n\n"
 
 
-def history_request(conversation: str, previous_summary: str | None, instructions: str | None) -> str:
-    """User text of a history summary request (spec 02 §7.3)."""
-    text = _conversation_block(conversation)
+def _ask(material: str, previous_summary: str | None, instructions: str | None, *, fresh: str, update: str) -> str:
+    """`material`, the previous summary if any, the prompt for either case, then the user's focus."""
+    text = material
     if previous_summary:
         text += f"<previous-summary>\n{previous_summary}\n</previous-summary>\n\n"
-    text += UPDATE_PROMPT if previous_summary else HISTORY_PROMPT
+    text += update if previous_summary else fresh
     if instructions:
         text += f"\n\nAdditional focus: {instructions}"
     return text
+
+
+def history_request(conversation: str, previous_summary: str | None, instructions: str | None) -> str:
+    """User text of a history summary request (spec 02 §7.3)."""
+    return _ask(_conversation_block(conversation), previous_summary, instructions, fresh=HISTORY_PROMPT,
+                update=UPDATE_PROMPT)
 
 
 # The cached-prefix variants (compaction/prompt_cache.py): the conversation is not quoted but is
@@ -183,3 +191,62 @@ def branch_request(conversation: str, instructions: str | None, replace_instruct
     else:
         body = BRANCH_PROMPT
     return _conversation_block(conversation) + body
+
+
+# Spans larger than the summarizer's window (compaction/summarize.py): each chunk gets a note of
+# its own, then the notes are merged, several at a time, until one is left.
+
+CHUNK_PROMPT = (
+    "The transcript above is part {index} of {count} of one long session, oldest first. The parts are "
+    "written up one by one and the notes merged afterwards, so write down only what this part shows; "
+    "do not guess at the other parts. Use these sections, in this order and with these headings:\n\n"
+    f"{_SECTIONS}\n\n"
+    "Be brief in every section, but copy file paths, function and symbol names, commands and error "
+    "messages exactly as they appear."
+)
+
+_MERGE_INTRO = (
+    "Each <part-note> above is a hand-off note about one stretch of the same session; they are in the "
+    "order the work happened. "
+)
+
+MERGE_PROMPT = _MERGE_INTRO + (
+    "Combine them into one hand-off note that covers all of them. Where later notes change or finish "
+    "what earlier ones describe, the later ones win.\n\n" + _UPDATE_RULES.replace(
+        "from the old note", "from the notes").replace("from the transcript", "from the later notes")
+)
+
+MERGE_UPDATE_PROMPT = _MERGE_INTRO + (
+    "They continue a session that already has a hand-off note, given in <previous-summary>. Write the "
+    "new version of that note so that it covers the old note and every part.\n\n" + _UPDATE_RULES.replace(
+        "from the transcript", "from the part notes")
+)
+
+MERGE_TURN_PREFIX_PROMPT = _MERGE_INTRO + (
+    "Together they cover the first part of a single turn that is too long to keep in full. The rest of "
+    "that turn stays in the conversation verbatim. Write one short note that makes the retained rest "
+    "understandable, with these sections:\n\n"
+    "## Original Request\n<What the user asked for in this turn>\n\n"
+    "## Early Progress\n- <Decisions made and work done in this first part>\n\n"
+    "## Context for Suffix\n- <What someone reading only the rest of the turn needs to know>\n\n"
+    "Keep it short; copy paths, names and error messages exactly."
+)
+
+
+def chunk_request(conversation: str, index: int, count: int, instructions: str | None) -> str:
+    """User text of the request for chunk `index` (1-based) of `count` of an over-window span."""
+    text = _conversation_block(conversation) + CHUNK_PROMPT.format(index=index, count=count)
+    if instructions:
+        text += f"\n\nAdditional focus: {instructions}"
+    return text
+
+
+def merge_request(notes: list[str], previous_summary: str | None, instructions: str | None, *,
+                  turn_prefix: bool = False) -> str:
+    """User text of a request merging chunk notes (oldest first) into one; the last merge of a
+    history span carries the previous compaction's summary, that of a turn prefix writes the
+    turn-prefix note."""
+    text = "".join(f'<part-note index="{i}">\n{note}\n</part-note>\n\n' for i, note in enumerate(notes, 1))
+    if turn_prefix:
+        return text + MERGE_TURN_PREFIX_PROMPT
+    return _ask(text, previous_summary, instructions, fresh=MERGE_PROMPT, update=MERGE_UPDATE_PROMPT)

@@ -9,8 +9,10 @@ Files use Pi's settings.json keys, so a Pi file can be copied over unchanged:
                     "modelOverrides": {"<provider>/<modelId>": {"reserveTokens": ..., "keepRecentTokens": ...}},
                     "exactSplitTurns": false,
                     # picontext's own, all off unless set (docs/compaction.md "Beyond Pi"):
-                    "backgroundTokens": 0, "resumable": false, "model": null, "calibrateTokens": false,
-                    "loopGuard": true, "reusePromptCache": false},
+                    "backgroundTokens": 0 | N | "auto", "resumable": false, "model": null, "calibrateTokens": false,
+                    "loopGuard": true, "reusePromptCache": false,
+                    # ours, on: a failed summary is retried once, then replaced by a mechanical one
+                    "fallbackSummary": true, "summaryTimeoutMs": 180000},
      "branchSummary": {"reserveTokens": 16384, "skipPrompt": false}}
 
 Precedence is the reference's (spec 02 §3.2-3.3): the project file is deep-merged over the global
@@ -30,12 +32,16 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+from picontext._files import read_config_text
 from picontext.errors import ConfigError
 from picontext.session.paths import agent_dir
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+DEFAULT_SUMMARY_TIMEOUT_MS: Final = 180_000
+"""Three minutes per summary request: hosted models answer in well under one; a slow local model
+that needs more sets `compaction.summaryTimeoutMs` (0 = no limit but httpx's 600 s read timeout)."""
 SETTINGS_FILE: Final = "settings.json"
 PROJECT_DIR: Final = ".picontext"
 _INT_RULE: Final = f"a non-negative safe integer (0 to {MAX_SAFE_INTEGER})"
@@ -50,7 +56,8 @@ class CompactionSettings:
     starts a turn is not a split turn, even when metadata before it travels with the kept part.
 
     The rest are picontext's own and off by default (the reference has none of them):
-    `background_tokens` (> 0: start summarizing in the background above this many tokens),
+    `background_tokens` (> 0: start summarizing in the background above this many tokens;
+    "auto": at a mark learned from this session's pace, `agent/background_compaction.py`),
     `resumable` (persist the chosen span before the summary request, resume it after a crash),
     `model` (`"provider/id"` of the summarizing model; None = the session's model),
     `calibrate_tokens` (learn reported/estimated token ratios per model for the trigger),
@@ -58,18 +65,22 @@ class CompactionSettings:
     instruction, where the provider caches prompts: `compaction/prompt_cache.py`).
     `loop_guard` (on by default, like the rest of the anti-thrash rules) refuses a compaction of
     the span the previous one already summarized and stops a run of compactions that free nothing.
+    `fallback_summary` (on by default) retries a failed summary once and then writes a mechanical
+    summary (`compaction/fallback.py`); `summary_timeout_ms` bounds one summary request (0 = none).
     """
 
     enabled: bool = True
     reserve_tokens: int = 16384
     keep_recent_tokens: int = 20000
     exact_split_turns: bool = False
-    background_tokens: int = 0
+    background_tokens: int | Literal["auto"] = 0
     resumable: bool = False
     model: str | None = None
     calibrate_tokens: bool = False
     loop_guard: bool = True
     reuse_prompt_cache: bool = False
+    fallback_summary: bool = True
+    summary_timeout_ms: int = 180_000
 
     def to_json(self) -> dict[str, Any]:
         """The reference's object (`{enabled, reserveTokens, keepRecentTokens}`), plus opt-ins when on."""
@@ -89,6 +100,10 @@ class CompactionSettings:
             out["loopGuard"] = False
         if self.reuse_prompt_cache:
             out["reusePromptCache"] = True
+        if not self.fallback_summary:
+            out["fallbackSummary"] = False
+        if self.summary_timeout_ms != DEFAULT_SUMMARY_TIMEOUT_MS:
+            out["summaryTimeoutMs"] = self.summary_timeout_ms
         return out
 
     @classmethod
@@ -101,12 +116,14 @@ class CompactionSettings:
             reserve_tokens=_as_int(value.get("reserveTokens", default.reserve_tokens)),
             keep_recent_tokens=_as_int(value.get("keepRecentTokens", default.keep_recent_tokens)),
             exact_split_turns=bool(value.get("exactSplitTurns", default.exact_split_turns)),
-            background_tokens=_as_int(value.get("backgroundTokens", default.background_tokens)),
+            background_tokens=_as_background(value.get("backgroundTokens", default.background_tokens)),
             resumable=bool(value.get("resumable", default.resumable)),
             model=value.get("model", default.model),
             calibrate_tokens=bool(value.get("calibrateTokens", default.calibrate_tokens)),
             loop_guard=bool(value.get("loopGuard", default.loop_guard)),
             reuse_prompt_cache=bool(value.get("reusePromptCache", default.reuse_prompt_cache)),
+            fallback_summary=bool(value.get("fallbackSummary", default.fallback_summary)),
+            summary_timeout_ms=_as_int(value.get("summaryTimeoutMs", default.summary_timeout_ms)),
         )
 
 
@@ -142,6 +159,13 @@ def _as_int(value: Any) -> int:
     return int(value)
 
 
+AUTO: Final = "auto"
+
+
+def _as_background(value: Any) -> int | Literal["auto"]:
+    return AUTO if value == AUTO else int(value)
+
+
 def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -160,6 +184,12 @@ def _check_bool(container: Mapping[str, Any], name: str, source: str, prefix: st
         raise _bad(source, f"{prefix}.{name}", container[name], "true or false")
 
 
+def _check_background(container: Mapping[str, Any], source: str, prefix: str) -> None:
+    value = container.get("backgroundTokens")
+    if "backgroundTokens" in container and value != AUTO and not is_safe_non_negative_int(value):
+        raise _bad(source, f"{prefix}.backgroundTokens", value, f'{_INT_RULE}, or "auto"')
+
+
 def _check_model_ref(container: Mapping[str, Any], source: str, prefix: str) -> None:
     value = container.get("model")
     if "model" in container and value is not None and not (
@@ -169,11 +199,13 @@ def _check_model_ref(container: Mapping[str, Any], source: str, prefix: str) -> 
 
 
 def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> None:
-    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard", "reusePromptCache"):
+    for name in ("enabled", "exactSplitTurns", "resumable", "calibrateTokens", "loopGuard", "reusePromptCache",
+                 "fallbackSummary"):
         _check_bool(section, name, source, prefix)
     _check_int(section, "reserveTokens", source, prefix)
     _check_int(section, "keepRecentTokens", source, prefix)
-    _check_int(section, "backgroundTokens", source, prefix)
+    _check_background(section, source, prefix)
+    _check_int(section, "summaryTimeoutMs", source, prefix)
     _check_model_ref(section, source, prefix)
     overrides = section.get("modelOverrides")
     if overrides is None:
@@ -186,7 +218,8 @@ def _check_compaction(section: Mapping[str, Any], source: str, prefix: str) -> N
             raise _bad(source, where, entry, "an object with reserveTokens and/or keepRecentTokens")
         _check_int(entry, "reserveTokens", source, where)
         _check_int(entry, "keepRecentTokens", source, where)
-        _check_int(entry, "backgroundTokens", source, where)
+        _check_background(entry, source, where)
+        _check_int(entry, "summaryTimeoutMs", source, where)
         _check_model_ref(entry, source, where)
 
 
@@ -222,14 +255,11 @@ def deep_merge(base: Any, override: Any) -> Any:
 
 
 def read_settings_file(path: str) -> dict[str, Any]:
-    """One settings file, validated; `{}` when it does not exist."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+    """One settings file, validated; `{}` when it does not exist (a FIFO, a device, a directory or
+    a file over 16 MiB: one-line ConfigError, see `_files.read_config_text`)."""
+    text = read_config_text(path)
+    if text is None:
         return {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read settings: {exc.strerror}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -275,6 +305,8 @@ class Settings:
                 return _as_int(section[name])
             return fallback
 
+        background = override.get("backgroundTokens", section.get("backgroundTokens", default.background_tokens))
+
         enabled = section.get("enabled")
         model = override["model"] if "model" in override else section.get("model")
         loop_guard = section.get("loopGuard")
@@ -283,12 +315,14 @@ class Settings:
             reserve_tokens=pick("reserveTokens", default.reserve_tokens),
             keep_recent_tokens=pick("keepRecentTokens", default.keep_recent_tokens),
             exact_split_turns=bool(section.get("exactSplitTurns", False)),
-            background_tokens=pick("backgroundTokens", default.background_tokens),
+            background_tokens=_as_background(background),
             resumable=bool(section.get("resumable", False)),
             model=model if isinstance(model, str) else None,
             calibrate_tokens=bool(section.get("calibrateTokens", False)),
             loop_guard=True if loop_guard is None else bool(loop_guard),
             reuse_prompt_cache=bool(section.get("reusePromptCache", False)),
+            fallback_summary=bool(section.get("fallbackSummary", True)),
+            summary_timeout_ms=pick("summaryTimeoutMs", default.summary_timeout_ms),
         )
 
     def branch_summary(self) -> BranchSummarySettings:

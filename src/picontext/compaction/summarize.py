@@ -5,13 +5,22 @@ spec 02 §7.3-§7.7) with these deliberate differences (docs/divergences.md):
 
 * split-turn history and turn-prefix summaries are requested concurrently (Pi: one after the
   other) and merged in the same order, except on a server that takes one request at a time
-  (`Completion.one_at_a_time`, a server on this machine), where they run one after the other;
+  (`Completion.one_at_a_time`: the model's `compat.serialRequests`), where they run one after
+  the other;
 * `aborted` and empty replies are typed failures (Pi returns their text);
 * `firstKeptEntryId` is checked before any request (Pi: after spending tokens);
-* a span too large for the summarizing model's window is summarized in chunks, oldest first,
-  each result fed forward as the previous summary (issue 3 §5c); a chunk whose request the
-  server still reports as overflowing its window is split in halves and retried, down to
-  `MIN_CHUNK_TOKENS` (Pi fails the compaction);
+* a span too large for the summarizing model's window (Pi sends it anyway and fails) is
+  summarized hierarchically (issue 18 §2): cut into chunks that fit the window, one note per
+  chunk (up to `CHUNK_CONCURRENCY` requests at once, one at a time on a serial server), then
+  the notes merged, several per request, until one merge holds them all together with the
+  previous summary. The output budget of these requests is at most a quarter of the window, so
+  two notes and the answer always fit one merge. Chunks are cut from per-message sizes and
+  serialized only when sent, so the span is never held as text twice. `on_progress` hears of
+  every finished chunk and merge;
+* a request the server still reports as overflowing its window is split in halves and the
+  halves folded (the second carries the first's summary), down to `MIN_CHUNK_TOKENS` (Pi fails
+  the compaction); a chunk note or an intermediate merge cut at the output cap is kept as
+  written (only the next merge reads it); the last merge must end normally;
 * the verified-facts ledger (`verify.py`) is appended after the model's text.
 
 Any failure raises a `SummarizationFailed` subclass; the caller has written nothing yet.
@@ -26,10 +35,12 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from picontext.ai.overflow import is_context_overflow
 from picontext.compaction import prompts
@@ -56,6 +67,9 @@ from picontext.errors import (
 from picontext.session.convert import convert_to_llm
 
 __all__ = [
+    "CHUNK_CONCURRENCY",
+    "ProgressCallback",
+    "SummaryProgress",
     "SummaryResult",
     "add_usage",
     "chunk_conversation",
@@ -72,6 +86,29 @@ INPUT_SAFETY = 0.8
 MIN_CHUNK_TOKENS = 256
 """Below this a chunk that still overflows is not split again: the overhead (prompt, previous
 summary, output budget) is what does not fit, and smaller chunks would not help."""
+CHUNK_CONCURRENCY = 4
+"""Requests of one summary in flight at once (chunks and merges; 1 on a serial server)."""
+NOTE_TAG_TOKENS = 8
+"""What the `<part-note>` tags around each note add to a merge request."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryProgress:
+    """A step of a summary written in several requests (a span over the summarizer's window).
+
+    `part` is "history" or "turnPrefix"; `stage` "chunks" (one note per chunk) or "merge" (notes
+    merged, one level at a time); `done` of `total` requests of that stage have finished;
+    `elapsed` is seconds since the summary began. The first report of a stage has `done` 0.
+    """
+
+    part: Literal["history", "turnPrefix"]
+    stage: Literal["chunks", "merge"]
+    done: int
+    total: int
+    elapsed: float
+
+
+ProgressCallback = Callable[[SummaryProgress], "Awaitable[None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +186,44 @@ def input_budget(completion: Completion, max_tokens: int, overhead_text: str) ->
     return max(256, math.floor(room * INPUT_SAFETY))
 
 
-def _split_text(text: str, max_chars: int) -> list[str]:
-    return [text[i: i + max_chars] for i in range(0, len(text), max_chars)] or [""]
+Segment = tuple[int, int, int]
+"""(part index, start, end): a slice of one serialized part, in code points."""
+
+
+def _plan(sizes: Sequence[tuple[int, int]], budget_tokens: int) -> list[list[Segment]]:
+    """Chunks of at most `budget_tokens` over parts of the given (code points, UTF-16) sizes,
+    oldest first; a part larger than a chunk is cut into pieces. Only sizes: no text."""
+    max_chars = budget_tokens * CHARS_PER_TOKEN
+    chunks: list[list[Segment]] = []
+    current: list[Segment] = []
+    size = 0
+    for index, (points, units) in enumerate(sizes):
+        if not points:
+            continue
+        # a piece of `step` code points holds at most `max_chars` UTF-16 units (on average)
+        step = max_chars if units == points else max(1, max_chars * points // units)
+        starts = range(0, points, step) if units > max_chars else range(1)
+        for start in starts:
+            end = min(start + step, points) if units > max_chars else points
+            length = (end - start if units == points else math.ceil((end - start) * units / points)) + 2
+            if current and size + length > max_chars:
+                chunks.append(current)
+                current, size = [], 0
+            current.append((index, start, end))
+            size += length
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _span_tokens(sizes: Sequence[tuple[int, int]]) -> int:
+    """chars/4 of the parts joined by blank lines (without joining them)."""
+    count = sum(1 for points, _ in sizes if points)
+    return math.ceil((sum(units for _, units in sizes) + 2 * max(count - 1, 0)) / CHARS_PER_TOKEN)
+
+
+def _sizes(parts: Sequence[str]) -> list[tuple[int, int]]:
+    return [(len(part), utf16_len(part)) for part in parts]
 
 
 def chunk_conversation(parts: Sequence[str], budget_tokens: int | None) -> list[str]:
@@ -163,25 +236,14 @@ def chunk_conversation(parts: Sequence[str], budget_tokens: int | None) -> list[
 
 
 def _chunk_parts(parts: Sequence[str], budget_tokens: int | None) -> list[list[str]]:
-    joined = "\n\n".join(parts)
-    if budget_tokens is None or _tokens(joined) <= budget_tokens:
+    sizes = _sizes(parts)
+    if budget_tokens is None or _span_tokens(sizes) <= budget_tokens:
         return [list(parts)]
-    max_chars = budget_tokens * CHARS_PER_TOKEN
-    chunks: list[list[str]] = []
-    current: list[str] = []
-    size = 0
-    for part in parts:
-        pieces = _split_text(part, max_chars) if utf16_len(part) > max_chars else [part]
-        for piece in pieces:
-            length = utf16_len(piece) + 2
-            if current and size + length > max_chars:
-                chunks.append(current)
-                current, size = [], 0
-            current.append(piece)
-            size += length
-    if current:
-        chunks.append(current)
-    return chunks
+    return [[_piece(parts[i], start, end) for i, start, end in chunk] for chunk in _plan(sizes, budget_tokens)]
+
+
+def _piece(part: str, start: int, end: int) -> str:
+    return part if start == 0 and end == len(part) else part[start:end]
 
 
 async def _fold(parts: Sequence[str], budget: int | None, summary: str | None,
@@ -193,20 +255,52 @@ async def _fold(parts: Sequence[str], budget: int | None, summary: str | None,
         try:
             summary = await ask("\n\n".join(chunk), summary)
         except SummaryOverflow:
-            smaller = _tokens("\n\n".join(chunk)) // 2
+            smaller = _span_tokens(_sizes(chunk)) // 2
             if smaller < MIN_CHUNK_TOKENS:
                 raise
             summary = await _fold(chunk, smaller, summary, ask)
     return summary
 
 
-def _message_parts(messages: Sequence[Any]) -> list[str]:
-    parts = []
-    for message in convert_to_llm(messages):
-        text = serialize_conversation([message])
-        if text:
-            parts.append(text)
-    return parts
+class _Span:
+    """The messages of a span as summarizer text, sized once and serialized again only chunk by
+    chunk, so a span of millions of tokens is never held as text next to the session."""
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self.messages = convert_to_llm(messages)
+        self.sizes: list[tuple[int, int]] = []
+        for index in range(len(self.messages)):
+            text = self._serialize(index)
+            self.sizes.append((len(text), utf16_len(text)))
+        self._cached: tuple[int, str] = (-1, "")
+
+    def _serialize(self, index: int) -> str:
+        return serialize_conversation([self.messages[index]])
+
+    def part(self, index: int) -> str:
+        """One message's text; the last one is kept, as consecutive pieces of a large part come in a row."""
+        if self._cached[0] != index:
+            self._cached = (index, self._serialize(index))
+        return self._cached[1]
+
+    def tokens(self) -> int:
+        return _span_tokens(self.sizes)
+
+    def parts(self) -> list[str]:
+        return [self.part(i) for i, (points, _) in enumerate(self.sizes) if points]
+
+    def pieces(self, chunk: Sequence[Segment]) -> list[str]:
+        return [_piece(self.part(i), start, end) for i, start, end in chunk]
+
+
+async def _first_error(*jobs: Coroutine[Any, Any, Any]) -> list[Any]:
+    """Run `jobs` together; the first failure cancels the others and is raised as itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(job) for job in jobs]
+    except ExceptionGroup as group_error:
+        raise group_error.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 @dataclass(slots=True)
@@ -215,13 +309,28 @@ class _Calls:
     options: CompletionOptions
     usage: dict[str, Any] | None = None
     count: int = 0
+    concurrency: int = 1
+    progress: ProgressCallback | None = None
+    started: float = field(default_factory=time.monotonic)
+    _slots: asyncio.Semaphore | None = None
 
-    async def ask(self, user_text: str, max_tokens: int, label: str) -> str:
+    @property
+    def serial(self) -> bool:
+        return bool(getattr(self.completion, "one_at_a_time", False))
+
+    async def ask(self, user_text: str, max_tokens: int, label: str, *, material: bool = False) -> str:
+        """One request; its text or the typed failure. `material` (a chunk note or an intermediate
+        merge, only read by the next merge): a reply cut at the output cap is kept as written."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.concurrency)
         messages = [{"role": "user", "content": [{"type": "text", "text": user_text}], "timestamp": 0}]
-        reply = await self.completion(prompts.SYSTEM_PROMPT, messages, max_tokens, self.options)
+        async with self._slots:
+            reply = await self.completion(prompts.SYSTEM_PROMPT, messages, max_tokens, self.options)
         if reply.get("stopReason") == "error" and is_context_overflow(reply):
             self.count += 1
             raise SummaryOverflow(f"{label} failed: {reply.get('errorMessage') or 'context overflow'}")
+        if material and reply.get("stopReason") == "length":
+            reply = {**reply, "stopReason": "stop"}  # a note cut short still carries what it has
         return self._text(reply, label)
 
     async def ask_cached(self, cached: CachedPrefix, end: int, instruction: str, max_tokens: int,
@@ -236,34 +345,174 @@ class _Calls:
         self.usage = add_usage(self.usage, reply.get("usage") if isinstance(reply.get("usage"), dict) else None)
         return strip_machine_blocks(reply_text(reply, label))
 
-
-async def _history(calls: _Calls, messages: Sequence[Any], previous: str | None, instructions: str | None,
-                   max_tokens: int) -> str:
-    """One history summary, or a fold over chunks when the span does not fit the window."""
-    overhead = prompts.history_request("", previous or "x", instructions)
-    budget = input_budget(calls.completion, max_tokens, overhead)
-    if budget is not None and previous:
-        budget = max(256, budget - _tokens(previous))
-    async def ask(chunk: str, summary: str | None) -> str:
-        return await calls.ask(prompts.history_request(chunk, summary, instructions), max_tokens, "Summarization")
-
-    summary = await _fold(_message_parts(messages), budget, previous, ask)
-    assert summary is not None
-    return summary
+    async def report(self, part: Literal["history", "turnPrefix"], stage: Literal["chunks", "merge"], done: int,
+                     total: int) -> None:
+        if self.progress is None:
+            return
+        outcome = self.progress(SummaryProgress(part, stage, done, total, time.monotonic() - self.started))
+        if inspect.isawaitable(outcome):
+            await outcome
 
 
-async def _turn_prefix(calls: _Calls, messages: Sequence[Any], max_tokens: int) -> str:
-    budget = input_budget(calls.completion, max_tokens, prompts.turn_prefix_request(""))
-    async def ask(chunk: str, summary: str | None) -> str:
-        # The first chunk opens with the prefix prompt; later ones (a prefix larger than the
-        # window) are folded in as for history.
-        request = (prompts.turn_prefix_request(chunk) if summary is None
-                   else prompts.history_request(chunk, summary, None))
-        return await calls.ask(request, max_tokens, "Turn prefix summarization")
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """The requests of one part of the summary: the history (with the previous summary and the
+    user's focus) or a split turn's prefix (neither, and its own note format)."""
 
-    summary = await _fold(_message_parts(messages), budget, None, ask)
-    assert summary is not None
-    return summary
+    part: Literal["history", "turnPrefix"]
+    previous: str | None
+    instructions: str | None
+
+    @property
+    def label(self) -> str:
+        return "Summarization" if self.part == "history" else "Turn prefix summarization"
+
+    def whole(self, chunk: str, summary: str | None) -> str:
+        """Pi's request for a span that fits (a later chunk of an overflow split carries the summary so far)."""
+        if self.part == "turnPrefix":
+            return (prompts.turn_prefix_request(chunk) if summary is None
+                    else prompts.history_request(chunk, summary, None))
+        return prompts.history_request(chunk, summary, self.instructions)
+
+    def whole_overhead(self) -> str:
+        if self.part == "turnPrefix":
+            return prompts.turn_prefix_request("")
+        return prompts.history_request("", self.previous or "x", self.instructions)
+
+    def chunk(self, text: str, summary: str | None, index: int, count: int) -> str:
+        if summary is not None:  # the second half of a chunk the server refused whole
+            return prompts.history_request(text, summary, self.instructions)
+        return prompts.chunk_request(text, index, count, self.instructions)
+
+    def merge(self, notes: list[str], final: bool) -> str:
+        previous = self.previous if final and self.part == "history" else None
+        return prompts.merge_request(notes, previous, self.instructions,
+                                     turn_prefix=final and self.part == "turnPrefix")
+
+
+async def _span_summary(calls: _Calls, kind: _Kind, messages: Sequence[Any], max_tokens: int) -> str:
+    """One part's summary: Pi's single request when the span fits the summarizer's window (chars/4,
+    `INPUT_SAFETY`), else notes of chunks merged until one is left."""
+    span = _Span(messages)
+    budget = input_budget(calls.completion, max_tokens, kind.whole_overhead())
+    if budget is not None and kind.previous:
+        budget = max(MIN_CHUNK_TOKENS, budget - _tokens(kind.previous))
+    if budget is None or span.tokens() <= budget:
+        summary = await _fold(span.parts(), budget, kind.previous, lambda chunk, prior: calls.ask(
+            kind.whole(chunk, prior), max_tokens, kind.label))
+        assert summary is not None
+        return summary
+    window = int(getattr(calls.completion, "context_window", 0) or 0)
+    capped = max(1, min(max_tokens, window // 4)) if max_tokens > 0 else window // 4
+    chunk_budget = input_budget(calls.completion, capped, kind.chunk("", None, 999, 999))
+    assert chunk_budget is not None
+    notes = await _chunk_notes(calls, kind, span, _plan(span.sizes, chunk_budget), capped)
+    return await _merge_notes(calls, kind, notes, capped)
+
+
+async def _pool(count: int, workers: int, job: Callable[[int], Awaitable[None]]) -> None:
+    """`job(0..count-1)` in order, at most `workers` at a time: a job is started (and its chunk
+    cut) only when a worker is free, so only the chunks in flight are held as text."""
+    indices = iter(range(count))
+
+    async def worker() -> None:
+        for index in indices:  # shared: each worker takes the next index
+            await job(index)
+
+    await _first_error(*(worker() for _ in range(max(1, min(workers, count)))))
+
+
+async def _chunk_notes(calls: _Calls, kind: _Kind, span: _Span, chunks: list[list[Segment]],
+                       max_tokens: int) -> list[str]:
+    count = len(chunks)
+    notes: list[str] = [""] * count
+    done = 0
+    await calls.report(kind.part, "chunks", 0, count)
+
+    async def note(index: int) -> None:
+        nonlocal done
+
+        async def ask(text: str, summary: str | None) -> str:
+            return await calls.ask(kind.chunk(text, summary, index + 1, count), max_tokens, kind.label,
+                                   material=True)
+
+        written = await _fold(span.pieces(chunks[index]), None, None, ask)
+        assert written is not None
+        notes[index] = written
+        done += 1
+        await calls.report(kind.part, "chunks", done, count)
+
+    await _pool(count, calls.concurrency, note)
+    return notes
+
+
+def _note_groups(sizes: Sequence[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive (start, end) runs of notes that fit `budget`, two notes at least in each, so
+    every merge level at least halves their number."""
+    groups: list[tuple[int, int]] = []
+    start = total = 0
+    for index, size in enumerate(sizes):
+        if index - start >= 2 and total + size > budget:
+            groups.append((start, index))
+            start, total = index, 0
+        total += size
+    if len(sizes) - start == 1 and groups:  # a lone last note joins the group before it
+        start = groups.pop()[0]
+    groups.append((start, len(sizes)))
+    return groups
+
+
+async def _merge_notes(calls: _Calls, kind: _Kind, notes: list[str], max_tokens: int) -> str:
+    """Merge levels until one request holds every note (and the previous summary): its answer is
+    the part's summary. A merge the server refuses as too large is split in two."""
+    final_budget = input_budget(calls.completion, max_tokens, kind.merge([], final=True))
+    level_budget = input_budget(calls.completion, max_tokens, kind.merge([], final=False))
+    assert final_budget is not None and level_budget is not None
+    if kind.previous and kind.part == "history":
+        final_budget -= _tokens(kind.previous)
+    while True:
+        sizes = [_tokens(note) + NOTE_TAG_TOKENS for note in notes]
+        if sum(sizes) <= final_budget or len(notes) <= 2:
+            await calls.report(kind.part, "merge", 0, 1)
+            try:
+                merged = await calls.ask(kind.merge(notes, final=True), max_tokens, kind.label)
+            except SummaryOverflow:
+                if len(notes) <= 2:
+                    raise
+                notes = [await _merge_group(calls, kind, notes[: len(notes) // 2], max_tokens),
+                         await _merge_group(calls, kind, notes[len(notes) // 2:], max_tokens)]
+                continue
+            await calls.report(kind.part, "merge", 1, 1)
+            return merged
+        groups = _note_groups(sizes, level_budget)
+        merged_notes: list[str] = [""] * len(groups)
+        done = 0
+        await calls.report(kind.part, "merge", 0, len(groups))
+
+        async def merge(index: int, level: list[str] = notes, groups: list[tuple[int, int]] = groups,
+                        out: list[str] = merged_notes) -> None:
+            nonlocal done
+            start, end = groups[index]
+            out[index] = await _merge_group(calls, kind, level[start:end], max_tokens)
+            done += 1
+            await calls.report(kind.part, "merge", done, len(groups))
+
+        await _pool(len(groups), calls.concurrency, merge)
+        notes = merged_notes
+
+
+async def _merge_group(calls: _Calls, kind: _Kind, notes: list[str], max_tokens: int) -> str:
+    if len(notes) == 1:
+        return notes[0]
+    try:
+        return await calls.ask(kind.merge(notes, final=False), max_tokens, kind.label, material=True)
+    except SummaryOverflow:
+        if len(notes) <= 2:
+            raise
+        half = len(notes) // 2
+        return await _merge_group(calls, kind, [await _merge_group(calls, kind, notes[:half], max_tokens),
+                                                await _merge_group(calls, kind, notes[half:], max_tokens)],
+                                  max_tokens)
 
 
 async def _plain_summary(calls: _Calls, prep: Any, previous: str | None, instructions: str | None,
@@ -271,24 +520,21 @@ async def _plain_summary(calls: _Calls, prep: Any, previous: str | None, instruc
     """The summary text from Pi's requests: the serialized transcript under the summarizer's prompt."""
     to_summarize = list(_get(prep, "messages_to_summarize", []))
     prefix = list(_get(prep, "turn_prefix_messages", []))
+    history_kind = _Kind("history", previous, instructions)
     if not (_get(prep, "is_split_turn") and prefix):
-        return await _history(calls, to_summarize, previous, instructions, history_budget)
+        return await _span_summary(calls, history_kind, to_summarize, history_budget)
+    prefix_kind = _Kind("turnPrefix", None, None)
     fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
-    if getattr(calls.completion, "one_at_a_time", False):  # Pi's order: history, then the prefix
-        history = (await _history(calls, to_summarize, previous, instructions, history_budget)
-                   if to_summarize else fallback)
-        return history + prompts.SPLIT_TURN_SEPARATOR + await _turn_prefix(calls, prefix, prefix_budget)
-    try:
-        async with asyncio.TaskGroup() as group:  # Pi: sequential; the two requests are independent
-            history_task = (
-                group.create_task(_history(calls, to_summarize, previous, instructions, history_budget))
-                if to_summarize else None
-            )
-            prefix_task = group.create_task(_turn_prefix(calls, prefix, prefix_budget))
-    except ExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None
-    history = history_task.result() if history_task else fallback
-    return history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
+    if calls.serial:  # Pi's order: history, then the prefix
+        history = await _span_summary(calls, history_kind, to_summarize, history_budget) if to_summarize else fallback
+        return history + prompts.SPLIT_TURN_SEPARATOR + await _span_summary(calls, prefix_kind, prefix, prefix_budget)
+    # Pi: one after the other; the two are independent, so a turn waits for one summary, not two
+    jobs = [_span_summary(calls, prefix_kind, prefix, prefix_budget)]
+    if to_summarize:
+        jobs.insert(0, _span_summary(calls, history_kind, to_summarize, history_budget))
+    results = await _first_error(*jobs)
+    history = results[0] if to_summarize else fallback
+    return history + prompts.SPLIT_TURN_SEPARATOR + results[-1]
 
 
 async def _cached_summary(calls: _Calls, cached: CachedPrefix, prep: Any, previous: str | None,
@@ -309,17 +555,12 @@ async def _cached_summary(calls: _Calls, cached: CachedPrefix, prep: Any, previo
                                 "Turn prefix summarization")
 
     fallback = strip_machine_blocks(previous) if previous else prompts.NO_PRIOR_HISTORY
-    if getattr(calls.completion, "one_at_a_time", False):  # a server that cancels a stream when another comes
+    if calls.serial:  # a server that cancels a stream when another comes
         history = await history_ask() if to_summarize else fallback
         return history + prompts.SPLIT_TURN_SEPARATOR + await prefix_ask()
-    try:
-        async with asyncio.TaskGroup() as group:
-            history_task = group.create_task(history_ask()) if to_summarize else None
-            prefix_task = group.create_task(prefix_ask())
-    except ExceptionGroup as group_error:
-        raise group_error.exceptions[0] from None
-    history = history_task.result() if history_task else fallback
-    return history + prompts.SPLIT_TURN_SEPARATOR + prefix_task.result()
+    results = await _first_error(*([history_ask()] if to_summarize else []), prefix_ask())
+    history = results[0] if to_summarize else fallback
+    return history + prompts.SPLIT_TURN_SEPARATOR + results[-1]
 
 
 def _get(prep: Any, name: str, default: Any = None) -> Any:
@@ -360,6 +601,7 @@ async def summarize_preparation(
     previous_facts: VerifiedFacts | None = None,
     verify: bool = True,
     prompt_cache: CachedPrefix | str | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> SummaryResult:
     """Write the summary of a `CompactionPreparation` (Pi `compact`); raises on any failure.
 
@@ -373,6 +615,9 @@ async def summarize_preparation(
     `StreamCompletion` has); if they fail for any reason but an abort, the usual requests are
     sent instead. A string is the reason the prefix could not be used. Either way the outcome is
     recorded in `details.promptCache`; with None (the setting off) nothing changes.
+
+    `on_progress` (sync or async) hears of each finished request of a summary written in
+    several (a span over the summarizer's window): `SummaryProgress`.
     """
     first_kept = _get(prep, "first_kept_entry_id")
     if not first_kept:
@@ -383,7 +628,8 @@ async def summarize_preparation(
     model_max = int(getattr(completion, "max_output_tokens", 0) or 0)
     reasoning = thinking_level if getattr(completion, "reasoning", False) and thinking_level not in (
         None, "", "off") else None
-    calls = _Calls(completion, CompletionOptions(reasoning=reasoning, signal=signal))
+    calls = _Calls(completion, CompletionOptions(reasoning=reasoning, signal=signal), progress=on_progress)
+    calls.concurrency = 1 if calls.serial else CHUNK_CONCURRENCY
     history_budget = history_max_tokens(reserve_tokens, model_max)
     prefix_budget = turn_prefix_max_tokens(reserve_tokens, model_max)
 

@@ -22,6 +22,16 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 IMAGE_BLOCKED_TEXT = "[image omitted: image input is turned off in the settings]"
 
 
+def content_text(content: Any, separator: str = "\n") -> str:
+    """The text of a message's `content`: a string as it is, the `text` blocks of a list joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return separator.join(str(b.get("text") or "") for b in content
+                              if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
 def bash_execution_to_text(message: dict[str, Any]) -> str:
     """The text a model reads for a shell command the user ran (`!cmd`)."""
     text = f"User ran the shell command `{message.get('command')}`\n"

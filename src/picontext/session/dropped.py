@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from picontext.session.projection import SessionProjection, collect_edits, field_of
+from picontext.session.projection import SessionProjection, collect_edits, field_of, hashable, id_key
 
 __all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "dropped_reasons", "entry_text", "find_dropped",
            "one_line"]
@@ -127,7 +127,7 @@ def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[Dro
 
 def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> list[tuple[int, str, str, Any]]:
     """What `dropped_on` reports, without the texts: `(position on the branch, role, why, by)`."""
-    visible = {field_of(item.source_entry, "id") for item in projection.entries if item.messages}
+    visible = {id_key(item.source_entry) for item in projection.entries if item.messages}
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
     out: list[tuple[int, str, str, Any]] = []
@@ -139,8 +139,8 @@ def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> lis
         role = _role(entry)
         if role == "system":
             continue
-        edit = edits.get(entry_id)
-        if entry_id not in visible:
+        edit = edits.get(entry_id) if hashable(entry_id) else None
+        if id_key(entry) not in visible:
             if edit is not None and edit.get("replacement") is None:
                 why, by = "omitted", edit.get("id")
             elif latest_compaction is not None:

@@ -41,6 +41,12 @@ def _id(entry: Any) -> Any:
     return entry.get("id", UNSET) if type(entry) is dict else UNSET
 
 
+def id_of(entry: Any) -> Hashable | None:
+    """An entry's id as a dict key, parsed or not (None when absent or not hashable)."""
+    value = _id(entry)
+    return None if value is UNSET else key_of(value)
+
+
 def _parent(entry: Any) -> Any:
     if type(entry) is RawLine:
         return entry.parent_id

@@ -1,9 +1,9 @@
 """Per-entry columns of one JSONL session file, cached: where each entry's line is, its parent,
 type and id, so a projection reads and parses only the lines it needs.
 
-Where: `$PICONTEXT_DIR/index/<hash of the file's real path>.cols` (msgpack), beside the listing
-index (`jsonl_index.py`), which stays small for listing. `PICONTEXT_INDEX=0`: built in memory
-for the one call, never written.
+Where: `<cache dir>/index/<hash of the file's real path>.cols` (msgpack in the checksummed
+envelope of `jsonl_index.write_cache_file`), beside the listing index (`jsonl_index.py`), which
+stays small for listing. `PICONTEXT_INDEX=0`: built in memory for the one call, never written.
 
 What, per non-header entry in file order: byte offset and length of its line, position of its
 parent (-1: none), a type code (into `kind_names`) and its id. (No message role: the two
@@ -20,9 +20,10 @@ forward parent references, ...) marks the columns irregular and the caller reads
 the full reader, which knows every rule; a regular file's columns describe exactly what the full
 reader would build (`tests/session/test_context_stream.py`).
 
-Validity is the listing index's rule (device, inode, size, mtime, a hash of the covered bytes):
-unchanged -> used as is; grown with the covered bytes unchanged -> extended; anything else ->
-rebuilt. Only complete lines are covered; an unterminated last line is not.
+Trust is the listing index's (`jsonl_index` module docstring): a checksum over the cache file;
+device, inode, size, mtime and ctime, recorded cleanly, and the two ends of the covered bytes
+unchanged -> used as is; grown with the covered bytes unchanged (SHA-256) -> extended; anything
+else -> rebuilt. Only complete lines are covered; an unterminated last line is not.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import msgspec
 from picontext import _json
 from picontext.session import jsonl_index
 
-COLUMNS_VERSION = 3  # 3: no role column
+COLUMNS_VERSION = 4  # 3: no role column; 4: ctime, time checked, ends hash; checksummed file
 _MAX_KINDS = 255
 
 
@@ -78,11 +79,14 @@ def columns_path(real_path: str) -> str:
     return jsonl_index.index_path(real_path)[: -len(".idx")] + ".cols"
 
 
-def read_columns(real_path: str) -> EntryColumns | None:
+def read_columns(real_path: str, st: os.stat_result) -> EntryColumns | None:
+    """The columns of the session file whose stat is `st`, if a sound cache holds them."""
+    payload = jsonl_index.read_cache_file(columns_path(real_path), jsonl_index.cache_limit(st))
+    if payload is None:
+        return None
     try:
-        with open(columns_path(real_path), "rb") as f:
-            data = _decoder.decode(f.read())
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        data = _decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     return data if data.version == COLUMNS_VERSION and _consistent(data) else None
 
@@ -110,11 +114,10 @@ def write_columns(real_path: str, data: EntryColumns) -> None:
 
 
 def new_columns(st: os.stat_result) -> EntryColumns:
-    empty = jsonl_index.new_hasher().digest()
-    return EntryColumns(COLUMNS_VERSION, st.st_dev, st.st_ino, 0, st.st_mtime_ns, empty)
+    return EntryColumns(COLUMNS_VERSION, st.st_dev, st.st_ino, 0, st.st_mtime_ns, st.st_ctime_ns, 0, b"", b"")
 
 
-def covers_prefix(data: EntryColumns, st: os.stat_result, f: Any) -> Any:
+def covers_prefix(data: EntryColumns, st: os.stat_result, f: Any) -> jsonl_index.PrefixHasher | None:
     """A hasher fed with the covered bytes when the file `f` (positioned at 0) still starts with
     them, leaving `f` just after them; None when the columns do not describe this file any more."""
     if not data.may_cover(st):
@@ -143,12 +146,13 @@ _READ_MAX = 8 * 1024 * 1024  # bytes per read of wanted lines
 _CHUNK = 2 * 1024 * 1024  # measured: 8 MiB chunks cost ~25 MB more peak memory, no less time
 
 
-def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes:
+def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: jsonl_index.PrefixHasher,
+           checked_ns: int = 0) -> bytes:
     """Add the complete lines the file `f` holds after `data.size` (where `f` is positioned;
     `hasher` has been fed the bytes before it), a chunk at a time, so the file is never held
     whole. Returns what follows the last newline (an unterminated last line, or b"").
-    Marks `data` irregular at the first line it cannot describe."""
-    data.mtime_ns = st.st_mtime_ns
+    Marks `data` irregular at the first line it cannot describe. `st` and `checked_ns` (the clock
+    before it) were taken before the file was read: they are what the columns record."""
     builder = _Builder(data) if data.regular else None
     # One buffer read into again and again, the unfinished line moved to its front each time:
     # a new bytes object per chunk costs 4x more (allocation, page faults, joining).
@@ -179,7 +183,7 @@ def extend(data: EntryColumns, f: Any, st: os.stat_result, hasher: Any) -> bytes
         filled = end - cut
     if builder is not None:
         builder.finish()
-    data.prefix_hash = hasher.digest()
+    data.record(st, checked_ns, hasher)
     return bytes(buffer[:filled])
 
 

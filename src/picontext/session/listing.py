@@ -67,12 +67,24 @@ def _dt(ms: float) -> datetime:
         return datetime.max.replace(tzinfo=UTC) if ms > 0 else datetime.min.replace(tzinfo=UTC)
 
 
-def _jsonl_files(directory: str) -> list[str]:
+def _inside(path: str, root: str) -> bool:
+    """Whether `path`, links followed, stays under the real directory `root`."""
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def jsonl_files(directory: str, root: str | None = None) -> list[str]:
+    """The *.jsonl files of `directory`, which must lie inside `root` (default: itself). A
+    symbolic link is followed only when its target stays inside `root` too: a link to another
+    user's file is not a session of this directory (Pi lists it)."""
+    inside = os.path.realpath(root if root is not None else directory)
+    if root is not None and not _inside(directory, inside):
+        return []
     try:
-        names = os.listdir(directory)
+        entries = list(os.scandir(directory))
     except OSError:
         return []
-    return [os.path.join(directory, n) for n in names if n.endswith(".jsonl")]
+    return [e.path for e in entries if e.name.endswith(".jsonl") and (not e.is_symlink() or _inside(e.path, inside))]
 
 
 def _cwd_matches(info_cwd: str, cwd: str) -> bool:
@@ -83,7 +95,7 @@ def list_sessions(cwd: str, session_dir: str | None = None) -> list[SessionInfo]
     """Sessions of one directory, newest activity first (cwd-filtered in a shared custom dir)."""
     directory = session_dir or paths.default_session_dir(cwd)
     filter_cwd = session_dir is not None and paths.resolve_path(directory) != paths.default_session_dir(cwd)
-    infos = [i for i in map(build_session_info, _jsonl_files(directory)) if i is not None]
+    infos = [i for i in map(build_session_info, jsonl_files(directory)) if i is not None]
     if filter_cwd:
         infos = [i for i in infos if _cwd_matches(i.cwd, cwd)]
     return sorted(infos, key=lambda i: i.modified, reverse=True)
@@ -92,14 +104,14 @@ def list_sessions(cwd: str, session_dir: str | None = None) -> list[SessionInfo]
 def list_all_sessions(session_dir: str | None = None) -> list[SessionInfo]:
     """Every session under the sessions root (one level of project dirs), or in one directory."""
     if session_dir is not None:
-        files = _jsonl_files(session_dir)
+        files = jsonl_files(session_dir)
     else:
         root = paths.sessions_root()
         try:
             subdirs = [os.path.join(root, d) for d in os.listdir(root)]
         except OSError:
             subdirs = []
-        files = [f for d in subdirs if os.path.isdir(d) for f in _jsonl_files(d)]
+        files = [f for d in subdirs if os.path.isdir(d) for f in jsonl_files(d, root)]
     infos = [i for i in map(build_session_info, files) if i is not None]
     return sorted(infos, key=lambda i: i.modified, reverse=True)
 
@@ -107,7 +119,7 @@ def list_all_sessions(session_dir: str | None = None) -> list[SessionInfo]:
 def find_most_recent_session(directory: str, cwd: str | None = None) -> str | None:
     """Most recently modified file whose header is valid (and whose cwd matches, if given)."""
     try:
-        files = sorted(_jsonl_files(directory), key=os.path.getmtime, reverse=True)
+        files = sorted(jsonl_files(directory), key=os.path.getmtime, reverse=True)
     except OSError:
         return None
     for path in files:
@@ -128,7 +140,7 @@ def find_session_by_id(cwd: str, session_id: str, session_dir: str | None = None
     """Path of the session whose header id is exactly `session_id` (reads only headers)."""
     directory = session_dir or paths.default_session_dir(cwd)
     filter_cwd = session_dir is not None and paths.resolve_path(directory) != paths.default_session_dir(cwd)
-    for path in _jsonl_files(directory):
+    for path in jsonl_files(directory):
         try:
             header = JsonlSessionStore(path).read_header()
         except (OSError, SessionFormatError):

@@ -4,6 +4,7 @@
     tree.py    paths root -> leaf, the whole forest
     live.py    LiveProjection: the projection of the leaf's path, kept current per append
     writer.py  SessionWriter: persistence rules (lazy flush, legacy upgrade, other writers)
+    confirm.py ConfirmedWrites: writes whose answer was lost, settled from what is stored
     store.py   the storage itself, behind the `SessionStore` protocol (protocol.py)
 
 This class holds the leaf and composes the parts; it builds entries (ids, timestamps, Pi's
@@ -42,6 +43,7 @@ from picontext.errors import (
     StaleSessionError,
 )
 from picontext.session import paths
+from picontext.session.confirm import ConfirmedWrites, Record, Unconfirmed
 from picontext.session.index import EntryIndex, key_of
 from picontext.session.live import LiveProjection
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
@@ -59,7 +61,7 @@ def stderr_warn(message: str) -> None:
     print(f"picontext: warning: {message}", file=sys.stderr)
 
 
-class SessionManager:
+class SessionManager(ConfirmedWrites):
     """One session: its index, its leaf, its live projection and its writer.
 
     Invariant: the live projection, when valid, is the projection of the path to `_leaf` over
@@ -94,9 +96,11 @@ class SessionManager:
         self._writer = SessionWriter(self._warn)
         self._leaf: LeafArg = None
         self._live = LiveProjection()
-        self._batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] | None = None  # see batch()
-        if persist and self._session_dir:
-            paths.ensure_dir(self._session_dir)
+        self._batch: list[Record] | None = None  # see batch()
+        self._section_writes: Unconfirmed | None = None  # appends of the writer section in progress
+        self._unsettled: Unconfirmed | None = None  # written, not confirmed: settled before the next write
+        # Unlike Pi's constructor, nothing is created here: a session file's directory appears
+        # with the file, at the first write (`open` of a new path has no side effect until then).
         with gc_paused():
             if session_file:
                 self._set_session_file(session_file, preloaded, loaded)
@@ -113,14 +117,17 @@ class SessionManager:
         parent_session: str | None = None, **kw: Any,
     ) -> SessionManager:
         """A new persisted session; its file appears with the first assistant message."""
-        directory = session_dir or paths.default_session_dir(cwd, create=True)
+        directory = session_dir or paths.default_session_dir(cwd)
+        paths.ensure_dir(directory)  # as Pi: the session directory exists from here on
         return cls(cwd, directory, None, True, new_session_id=id, parent_session=parent_session, **kw)
 
     @classmethod
     def open(cls, path: str, session_dir: str | None = None, cwd_override: str | None = None,
              **kw: Any) -> SessionManager:
-        """Open a session file (created lazily if it does not exist). `loaded=` (keyword): the
-        store's `load(lazy=True)` result the caller already has, used instead of reading again."""
+        """Open a session file. A path that does not exist is a new session: nothing is created
+        (neither the file nor its directories) until the first write, which creates both (the
+        directories 0700). `loaded=` (keyword): the store's `load(lazy=True)` result the caller
+        already has, used instead of reading again."""
         resolved = paths.resolve_path(path)
         cwd = cwd_override
         store = (kw.get("store_factory") or JsonlSessionStore)(resolved)
@@ -253,6 +260,7 @@ class SessionManager:
             self._writer.pending_upgrade = version
 
     def _set_file_entries(self, file_entries: list[Any]) -> None:
+        self._leave_unsettled()
         self._index.load(file_entries)
         last_id = self._index.last_id()
         self._leaf = LAST if last_id is UNSET else last_id
@@ -274,6 +282,18 @@ class SessionManager:
 
     def get_session_file(self) -> str | None:
         return self._session_file
+
+    def get_session_location(self) -> str | None:
+        """Where the session is stored, as its store names it (a file's path; for a database,
+        `<url>#<id>`); None for a session that is not persisted."""
+        store = self._writer.store
+        return store.location if store is not None else None
+
+    def stored_in_file(self) -> str | None:
+        """The session's file when its store is a file at `get_session_file()` (not yet written
+        for a new session), else None (not persisted, or stored in a database)."""
+        location = self.get_session_location()
+        return self._session_file if location is not None and location == self._session_file else None
 
     def uses_default_session_dir(self) -> bool:
         return self._session_dir == paths.default_session_dir(self._cwd)
@@ -417,13 +437,13 @@ class SessionManager:
         read needs; entering raises the same. Not strict: such appends are taken in first (see
         `_append`).
         """
-        with self._writer.exclusive(strict=strict):
+        with self._section(self._writer.exclusive(strict=strict)):
             yield
 
     @contextlib.asynccontextmanager
     async def aexclusive(self, *, strict: bool = True) -> AsyncIterator[None]:
         """`exclusive()` for asyncio: waiting for another writer never blocks the event loop."""
-        async with self._writer.aexclusive(strict=strict):
+        async with self._asection(self._writer.aexclusive(strict=strict)):
             yield
 
     # ------------------------------------------------------------------ appends
@@ -450,7 +470,7 @@ class SessionManager:
         except StaleSessionError:
             if self._writer.strict or self._writer.store is None:
                 raise
-            with self._writer.catching_up(self._index):
+            with self._section(self._writer.catching_up(self._index)):
                 return self._append_once(entry)
 
     def _append_once(self, entry: dict[str, Any]) -> dict[str, Any]:
@@ -459,14 +479,16 @@ class SessionManager:
             self._batch.append((entry, self._leaf, self._index.snapshot()))
             self._add(entry)
             return entry
-        previous_leaf = self._leaf
-        snapshot = self._index.snapshot()
+        self._settle()
+        written, flushed = self._before_write([(entry, self._leaf, self._index.snapshot())])
         self._add(entry)
         try:
             self._writer.persist([entry], self._index)
-        except BaseException:
-            self._undo([(entry, previous_leaf, snapshot)])
-            raise
+        except BaseException as exc:
+            if not self._write_failed(exc, written, flushed):
+                raise
+        if flushed:
+            self._note_written(written)
         return entry
 
     def _add(self, entry: dict[str, Any]) -> None:
@@ -478,7 +500,7 @@ class SessionManager:
         else:
             self._live.invalidate()
 
-    def _undo(self, added: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]]) -> None:
+    def _undo(self, added: list[Record]) -> None:
         for _entry, previous_leaf, snapshot in reversed(added):
             self._index.undo_add(snapshot)
             self._leaf = previous_leaf
@@ -491,7 +513,8 @@ class SessionManager:
         if self._batch is not None:
             yield
             return
-        batch: list[tuple[dict[str, Any], LeafArg, tuple[Any, ...]]] = []
+        self._settle()
+        batch: list[Record] = []
         self._batch = batch
         try:
             yield
@@ -503,6 +526,7 @@ class SessionManager:
         if not batch:
             return
         entries = [entry for entry, _leaf, _snapshot in batch]
+        written, flushed = self._before_write(batch)
         try:
             self._writer.persist(entries, self._index)
         except StaleSessionError:
@@ -510,12 +534,14 @@ class SessionManager:
                 self._undo(batch)
                 raise
             self._undo(batch)
-            with self._writer.catching_up(self._index), self.batch():
+            with self._section(self._writer.catching_up(self._index)), self.batch():
                 for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
                     self._append_once(entry)
-        except BaseException:
-            self._undo(batch)
-            raise
+        except BaseException as exc:
+            if not self._write_failed(exc, written, flushed):
+                raise
+        if flushed:
+            self._note_written(written)
 
     def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
         """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""

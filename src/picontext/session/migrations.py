@@ -10,33 +10,62 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Callable
 from typing import Any
+
+from picontext import _json
 
 CURRENT_SESSION_VERSION = 3
 
 IdMinter = Callable[[int], str]
 
 
+_JS_SPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029"
+             "\u202f\u205f\u3000\ufeff")
+_JS_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)", re.ASCII)
+_JS_RADIX = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)", re.ASCII)
+
+
 def js_number(value: Any) -> float:
-    """JavaScript's Number(value) for JSON values, as used by `version >= 3` comparisons."""
+    """JavaScript's Number(value) for JSON values, as used by `version >= 3` comparisons: an
+    array is its joined text (`[null]` is "" so 0, `["3"]` is 3), an object NaN."""
+    if value is None:
+        return 0.0
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
-        text = value.strip()
+        text = value.strip(_JS_SPACE)
         if not text:
             return 0.0
-        try:
-            return float(int(text, 16)) if text.lower().startswith("0x") else float(text)
-        except ValueError:
-            return math.nan
+        if _JS_RADIX.fullmatch(text):
+            return float(int(text, 0))
+        return float(text) if _JS_DECIMAL.fullmatch(text) else math.nan
     if isinstance(value, list):
-        if not value:
-            return 0.0
-        return js_number(value[0]) if len(value) == 1 and not isinstance(value[0], list | dict) else math.nan
+        return js_number(_joined(value))
     return math.nan
+
+
+def _joined(values: list[Any]) -> str:
+    """`Array.prototype.join(",")`, as `String(array)` makes it (null is "")."""
+    parts = []
+    for v in values:
+        if v is None:
+            parts.append("")
+        elif isinstance(v, bool):
+            parts.append("true" if v else "false")
+        elif isinstance(v, int | float):
+            parts.append(_json.js_number(v) if math.isfinite(v) else ("NaN" if v != v else
+                                                                       "Infinity" if v > 0 else "-Infinity"))
+        elif isinstance(v, list):
+            parts.append(_joined(v))
+        elif isinstance(v, dict):
+            parts.append("[object Object]")
+        else:
+            parts.append(str(v))
+    return ",".join(parts)
 
 
 def file_version(file_entries: list[Any]) -> float:

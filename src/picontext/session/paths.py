@@ -1,7 +1,7 @@
 """Where sessions live: `<PICONTEXT_DIR>/sessions/--<encoded cwd>--/<ts>_<id>.jsonl`.
 
 Laid out exactly as Pi lays out `~/.pi/agent`, so `PICONTEXT_DIR=~/.pi/agent` reads and writes
-a Pi user's sessions directly.
+a Pi user's sessions directly. Caches picontext can rebuild live apart, in `cache_dir()`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import os
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from picontext.errors import SessionWriteError
 
 DEFAULT_DIR = "~/.picontext"
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -34,6 +36,19 @@ def agent_dir(env: dict[str, str] | None = None) -> str:
     """The picontext home: `$PICONTEXT_DIR` or ~/.picontext."""
     environ = os.environ if env is None else env
     return resolve_path(environ.get("PICONTEXT_DIR") or DEFAULT_DIR)
+
+
+def cache_dir(env: dict[str, str] | None = None) -> str:
+    """picontext's own cache directory (the session index and entry columns, which it can always
+    rebuild): `$PICONTEXT_CACHE_DIR`, else `$XDG_CACHE_HOME/picontext` (an absolute one: the XDG
+    rule), else `~/.cache/picontext`. Never under `PICONTEXT_DIR`, which may be Pi's `~/.pi/agent`:
+    reading sessions writes nothing where they live."""
+    environ = os.environ if env is None else env
+    explicit = environ.get("PICONTEXT_CACHE_DIR")
+    if explicit:
+        return resolve_path(explicit)
+    xdg = environ.get("XDG_CACHE_HOME") or ""
+    return os.path.join(resolve_path(xdg if os.path.isabs(xdg) else "~/.cache"), "picontext")
 
 
 def sessions_root(env: dict[str, str] | None = None) -> str:
@@ -85,6 +100,9 @@ def ensure_dir(path: str | Path) -> None:
             os.mkdir(directory, 0o700)
         except FileExistsError:
             if not os.path.isdir(directory):
-                raise
+                raise SessionWriteError(f"Cannot create the session directory {directory}: "
+                                        "a file of that name is in the way") from None
             continue  # another process made it first
+        except OSError as exc:  # a read-only filesystem, a directory of another user
+            raise SessionWriteError(f"Cannot create the session directory {directory}: {exc.strerror}") from None
         os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask

@@ -78,6 +78,20 @@ def hashable(value: Any) -> bool:
     return type(value) is str or value is None or isinstance(value, Hashable)
 
 
+class _ByReference:
+    """Tags the key of a value that cannot be a dict key (see `id_key`)."""
+
+
+_BY_REFERENCE: Final = _ByReference()
+
+
+def id_key(entry: Entry) -> Hashable:
+    """The entry's `id` as a set member or dict key. An id that is a list or an object stands
+    for itself only, as JavaScript's Set and Map compare such values by reference."""
+    value = field_of(entry, "id")
+    return value if hashable(value) else (_BY_REFERENCE, id(value))
+
+
 def message_role(entry: Entry) -> Any:
     """Role of a `message` entry's message, or None."""
     if field_of(entry, "type") != "message":
@@ -265,7 +279,7 @@ def entry_to_messages(entry: Entry) -> list[Any]:
         custom["timestamp"] = custom.pop("timestamp")
         return [custom]
     if kind == "branch_summary":
-        if not entry.get("summary"):
+        if not _truthy(entry.get("summary")):  # JavaScript's truthiness: [] and {} are summaries
             return []
         return [_synthetic("branchSummary", entry, ("summary", "fromId"))]
     if kind == "compaction":
@@ -296,7 +310,7 @@ def project_entry(entry: Entry, edit: Entry | None = None) -> list[Any]:
     result = []
     for message in messages:
         role = field_of(message, "role")
-        if role not in EDITABLE_ROLES:
+        if type(role) is not str or role not in EDITABLE_ROLES:  # a list or object is no role (Pi: Set.has)
             result.append(message)
             continue
         copy = dict(message)

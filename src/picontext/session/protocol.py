@@ -81,9 +81,10 @@ class LoadResult:
     valid: bool = False  # first parsed value is a header with a string id
     size: int = 0  # bytes read (0 for an empty or missing session)
     tail: Tail | None = None  # position after the last record read; None when nothing exists
+    notices: list[str] = field(default_factory=list)  # other things the reader had to work around
 
     def warnings(self, location: str) -> list[str]:
-        out = []
+        out = [f"{location}: {notice}" for notice in self.notices]
         for s in self.skipped:
             what = "torn last line (incomplete write?)" if s.torn else "unreadable line"
             out.append(f"{location}:{s.line}: {what} skipped: {s.reason}")

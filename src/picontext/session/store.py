@@ -26,7 +26,6 @@ import contextvars
 import errno
 import fcntl
 import os
-import stat as stat_mod
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -34,10 +33,11 @@ from typing import Any
 import msgspec
 import orjson
 
-from picontext import _json
+from picontext import _files, _json
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import jsonl_columns, jsonl_index
+from picontext.session.paths import ensure_dir
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "load_file_entries",
     "parse_session_bytes",
     "parsed_values",
+    "read_session_bytes",
     "read_session_file",
     "read_session_header",
 ]
@@ -217,42 +218,17 @@ def _parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> No
             append(value)
 
 
-_KINDS = (
-    (stat_mod.S_ISDIR, "a directory"),
-    (stat_mod.S_ISFIFO, "a FIFO"),
-    (stat_mod.S_ISCHR, "a character device"),
-    (stat_mod.S_ISBLK, "a block device"),
-    (stat_mod.S_ISSOCK, "a socket"),
-)
-
-
-def _not_regular(path: str, mode: int) -> SessionFormatError:
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+def _not_regular(path: str, kind: str) -> SessionFormatError:
     return SessionFormatError(f"not a regular file ({kind}), cannot be a session: {path}", path=path)
 
 
 def _open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
-    """Open `path` only if it is a regular file (checked before opening, so a FIFO never blocks
-    us, and again on the descriptor). FileNotFoundError passes through."""
+    """Open `path` only if it is a regular file (`_files.open_regular`: checked before opening,
+    so a FIFO never blocks us, and again on the descriptor). FileNotFoundError passes through."""
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if not flags & os.O_CREAT:
-            raise
-    else:
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            raise _not_regular(path, st.st_mode)
-        if flags & os.O_NONBLOCK == 0:
-            os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return _files.open_regular(path, flags, mode)
+    except _files.NotRegularFile as exc:
+        raise _not_regular(path, exc.kind) from None
 
 
 def _generation(st: os.stat_result) -> tuple[int, int]:
@@ -272,6 +248,9 @@ def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
         return LoadResult()
     with open(fd, "rb") as f:
         st = os.fstat(fd)
+        refused = _refused_early(f, st)
+        if refused is not None:
+            return refused
         lines, size = _split_file(f)
     with gc_paused():
         result = parse_session_bytes(lines, lazy=lazy)
@@ -317,28 +296,30 @@ def read_appended(path: str, tail: Tail, *, lazy: bool = False) -> LoadResult | 
 
 
 def indexed_facts(path: str) -> ListingFacts | None:
-    """Listing facts through the index cache: when the file did not change since it was indexed,
-    only the index is read; otherwise the file is, and the index is extended (the file grew and
-    still starts with what was indexed) or rebuilt (anything else), and written back."""
+    """Listing facts through the index cache: when the file did not change since it was indexed
+    (`CoveredPrefix.unchanged`), only the index and the two ends of the file are read; otherwise
+    the file is, and the index is extended (the file grew and still starts with what was indexed)
+    or rebuilt (anything else), and written back."""
     real = os.path.realpath(path)
     fd = _open_regular(path)
     try:
+        checked_ns = jsonl_index.clock_ns()  # before the stat: see CoveredPrefix.clean
         st = os.fstat(fd)
-        data = jsonl_index.read_index(real)
-        if data is not None and (data.dev, data.ino, data.size, data.mtime_ns) == (
-            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-        ):
+        data = jsonl_index.read_index(real, st)
+        if data is not None and data.unchanged(st, fd):
             return jsonl_index.facts_of(data, st)
         with open(fd, "rb", closefd=False) as f:
+            if _refused_early(f, st) is not None:
+                return None
             buffer = f.read()
     finally:
         os.close(fd)
     hasher = None if data is None else jsonl_index.check_prefix(data, st, buffer)
     if data is None or hasher is None:
         data = jsonl_index.new_index(st)
-    before = (data.size, data.mtime_ns)
-    jsonl_index.extend(data, buffer, st, hasher)
-    if (data.size, data.mtime_ns) != before or data.size == 0:
+    before = None if hasher is None else data.state()
+    jsonl_index.extend(data, buffer, st, checked_ns, hasher)
+    if data.state() != before:
         jsonl_index.write_index(real, data)
     rest = buffer[data.size :]
     if rest.strip():  # an unterminated last line counts if it parses, as in a whole read
@@ -349,30 +330,35 @@ def indexed_facts(path: str) -> ListingFacts | None:
 
 def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
     """The entry columns of `path` through the columns cache (`jsonl_columns.py`), or None when
-    the file is not one the columns can describe (the caller then reads it whole). Unchanged file:
-    only the cache is read; grown with the covered bytes unchanged: extended; otherwise rebuilt.
-    Either way written back (unless `PICONTEXT_INDEX=0`). Lines are read later, by offset, from
-    the descriptor the view keeps (never a mapping: a file truncated meanwhile cannot crash us)."""
+    the file is not one the columns can describe (the caller then reads it whole). Unchanged file
+    (`CoveredPrefix.unchanged`): only the cache and the file's two ends are read; grown with the
+    covered bytes unchanged: extended; otherwise rebuilt. Either way written back (unless
+    `PICONTEXT_INDEX=0`). Lines are read later, by offset, from the descriptor the view keeps
+    (never a mapping: a file truncated meanwhile cannot crash us)."""
     fd = _open_regular(path)
     try:
+        checked_ns = jsonl_index.clock_ns()  # before the stat: see CoveredPrefix.clean
         st = os.fstat(fd)
         use_cache = jsonl_index.enabled()
         real = os.path.realpath(path)
-        data = jsonl_columns.read_columns(real) if use_cache else None
+        data = jsonl_columns.read_columns(real, st) if use_cache else None
         tail = b""
-        if data is None or (data.dev, data.ino, data.size, data.mtime_ns) != (
-            st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-        ):
+        if data is None or not data.unchanged(st, fd):
             with open(fd, "rb", closefd=False) as f:
+                if _refused_early(f, st) is not None:
+                    os.close(fd)
+                    return None  # the full reader says why, without reading the rest either
                 hasher = None if data is None else jsonl_columns.covers_prefix(data, st, f)
+                before = None
                 if data is None or hasher is None:
                     data = jsonl_columns.new_columns(st)
                     hasher = jsonl_index.new_hasher()
                     f.seek(0)
-                before = (data.size, data.mtime_ns)
+                else:
+                    before = data.state()
                 with gc_paused():
-                    tail = jsonl_columns.extend(data, f, st, hasher)
-            if use_cache and ((data.size, data.mtime_ns) != before or data.size == 0):
+                    tail = jsonl_columns.extend(data, f, st, hasher, checked_ns)
+            if use_cache and data.state() != before:
                 jsonl_columns.write_columns(real, data)
         if not (data.regular and data.header_seen) or tail.strip():
             os.close(fd)  # an unterminated last line, or a file only the full reader understands
@@ -403,6 +389,16 @@ def _split_file(f: Any) -> tuple[list[bytes], int]:
     return lines, size
 
 
+def read_session_bytes(path: str) -> bytes:
+    """The whole of a session file, to copy it elsewhere (`store import`): what is not a regular
+    file, or does not start as a session, is refused (SessionFormatError) after reading at most
+    its first 1 MiB."""
+    with open(_open_regular(path), "rb") as f:
+        if _refused_early(f, os.fstat(f.fileno())) is not None:
+            raise SessionFormatError(f"Session file is not a valid pi session: {path}", path=path)
+        return f.read()
+
+
 def load_file_entries(path: str) -> list[Any]:
     """Pi `loadEntriesFromFile` without its write: all parsed values, or [] if not a session."""
     result = read_session_file(path)
@@ -412,23 +408,43 @@ def load_file_entries(path: str) -> list[Any]:
 def read_session_header(path: str) -> dict[str, Any] | None:
     """The header if the first parsed value of the file is one, reading at most 1 MiB."""
     with open(_open_regular(path), "rb") as f:
-        scanned = 0
-        while True:
-            raw = f.readline(HEADER_SCAN_LIMIT - scanned + 1)
-            if not raw:
-                return None
-            scanned += len(raw)
-            if scanned > HEADER_SCAN_LIMIT:
-                return None
-            if not raw.strip():
-                continue
-            try:
-                value = _json.loads(raw)
-            except _json.JsonLineError:
-                continue
-            if _is_js_falsy(value):
-                continue
-            return value if is_header(value) else None
+        found, value = _scan_header(f)
+    return value if found == "header" else None
+
+
+def _scan_header(f: Any) -> tuple[str, Any]:
+    """What the first HEADER_SCAN_LIMIT bytes of `f` (from its position) say, as Pi's bounded
+    header discovery reads them (blank, unreadable and falsy lines skipped): ("header", value),
+    ("other", value) for a first value that is not a header, ("limit", None) when the budget
+    ran out first, ("end", None) when the file did."""
+    left = HEADER_SCAN_LIMIT
+
+    def lines() -> Iterator[bytes]:
+        nonlocal left
+        while raw := f.readline(left + 1):
+            left -= len(raw)
+            if left < 0:
+                return
+            yield raw
+
+    for value in parsed_values(lines()):
+        if not _is_js_falsy(value):
+            return ("header" if is_header(value) else "other"), value
+    return ("limit" if left < 0 else "end"), None
+
+
+def _refused_early(f: Any, st: os.stat_result) -> LoadResult | None:
+    """An invalid result when the start of the file already shows it is not a session: its first
+    value is not a header (Pi discards such a file whole), or nothing parses in its first 1 MiB
+    (a header is a small line: a 2 GB line of NULs is not read to find that out). None when the
+    whole file has to be read; `f` is then back at the start."""
+    found, value = _scan_header(f)
+    f.seek(0)
+    if found in ("header", "end"):
+        return None
+    result = LoadResult(entries=[value] if found == "other" else [], size=st.st_size)
+    result.tail = Tail(_generation(st), st.st_size)
+    return result
 
 
 def parsed_values(lines: Iterable[bytes]) -> Iterator[Any]:
@@ -451,6 +467,8 @@ def scan_listing_facts(path: str) -> ListingFacts | None:
     facts: ListingFacts | None = None
     with open(_open_regular(path), "rb") as f:
         st = os.fstat(f.fileno())
+        if _refused_early(f, st) is not None:
+            return None
         for value in parsed_values(f):
             if header is None:
                 if not (isinstance(value, dict) and value.get("type") == "session"):
@@ -524,9 +542,19 @@ class JsonlSessionStore:
     def _held(self) -> bool:
         return self._key() in _HELD.get()
 
+    def _open_for_writing(self, flags: int) -> int:
+        """`_open_regular`, with a file that cannot be written (a read-only filesystem, another
+        user's file, an immutable one) as SessionWriteError: one line, nothing written."""
+        try:
+            return _open_regular(self.path, flags)
+        except (FileNotFoundError, SessionFormatError):
+            raise
+        except OSError as exc:
+            raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror or exc}") from None
+
     def _try_lock(self, flags: int) -> int | None:
         """A descriptor holding the file's flock, or None when another writer holds it."""
-        fd = _open_regular(self.path, flags)
+        fd = self._open_for_writing(flags)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -555,7 +583,7 @@ class JsonlSessionStore:
         if self._held():
             # This thread or task holds the writer section: a second flock from another
             # descriptor would wait for ourselves, so write through a plain descriptor.
-            fd = _open_regular(self.path, flags)
+            fd = self._open_for_writing(flags)
             try:
                 yield fd
             finally:
@@ -666,8 +694,9 @@ class JsonlSessionStore:
             raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror}") from exc
 
     def create(self, file_entries: list[Any]) -> Tail:
-        """Write a brand-new file; fails with FileExistsError if the path already exists."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        """Write a brand-new file, and its missing directories (0700, as `paths.ensure_dir`);
+        fails with FileExistsError if the path already exists."""
+        self._make_directory()
         payload = _encode(file_entries)
         tmp = self._tmp_path()
         self._write_new(tmp, payload)
@@ -683,9 +712,9 @@ class JsonlSessionStore:
 
     def replace(self, file_entries: list[Any], *, backup_suffix: str | None = None) -> Tail:
         """Atomically replace the file's content (tmp + fsync + rename), keeping a backup."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._make_directory()
         if self.exists() and not os.path.isfile(self.path):
-            raise _not_regular(self.path, os.stat(self.path).st_mode)
+            raise _not_regular(self.path, _files.file_kind(os.stat(self.path).st_mode))
         tmp = self._tmp_path()
         payload = _encode(file_entries)
         self._write_new(tmp, payload)
@@ -702,11 +731,21 @@ class JsonlSessionStore:
         _fsync_dir(self.path)
         return self.tail() or Tail((0, 0), len(payload))
 
+    def _make_directory(self) -> None:
+        try:
+            ensure_dir(os.path.dirname(self.path) or ".")
+        except OSError as exc:
+            raise SessionWriteError(f"Cannot create the directory of session file {self.path}: "
+                                    f"{exc.strerror or exc}") from None
+
     def _tmp_path(self) -> str:
         return f"{self.path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
 
     def _write_new(self, tmp: str, payload: bytes) -> None:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:  # a read-only directory or filesystem
+            raise SessionWriteError(f"Cannot write session file {self.path}: {exc.strerror or exc}") from None
         try:
             self._write_all(fd, payload, 0)
             os.fsync(fd)

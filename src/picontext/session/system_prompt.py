@@ -4,10 +4,11 @@ context (Pi transcript.ts `getCurrentTools`, `getCurrentSystemMessage`, `collaps
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from picontext.ai.types import content_text
+from picontext.session.projection import hashable
 
 
 def _system_messages(messages: Iterable[Any]) -> Iterable[dict[str, Any]]:
@@ -20,15 +21,22 @@ def get_current_tools(messages: Iterable[Any]) -> list[dict[str, Any]]:
     """Tool declarations after replaying every toolsRemoved/toolsAdded in order."""
     tools: dict[Any, dict[str, Any]] = {}
     for message in _system_messages(messages):
-        for ref in message.get("toolsRemoved") or []:
+        for ref in _list(message.get("toolsRemoved")):
             tools.pop(_name(ref), None)
-        for tool in message.get("toolsAdded") or []:
+        for tool in _list(message.get("toolsAdded")):
             tools[_name(tool)] = tool
     return list(tools.values())
 
 
-def _name(tool: Any) -> Any:
-    return tool.get("name") if isinstance(tool, dict) else None
+def _list(value: Any) -> list[Any]:
+    """A list field; anything else (a number, an object in a hostile file) holds nothing."""
+    return value if isinstance(value, list) else []
+
+
+def _name(tool: Any) -> Hashable:
+    """A tool's name as a key; a name that is a list or an object matches only itself."""
+    name = tool.get("name") if isinstance(tool, dict) else None
+    return name if hashable(name) else (None, id(name))
 
 
 def apply_sections(sections: dict[str, str], update: Mapping[str, Any] | None) -> None:
@@ -70,7 +78,8 @@ def get_current_system_message(messages: Iterable[Any]) -> dict[str, Any] | None
 def system_message_text(message: Mapping[str, Any]) -> str:
     """The prompt a provider sees for a leading system message: content, then each section."""
     parts = [content_text(message.get("content"))]
-    parts.extend(v for v in (message.get("sections") or {}).values() if isinstance(v, str))
+    sections = message.get("sections")
+    parts.extend(v for v in (sections.values() if isinstance(sections, dict) else ()) if isinstance(v, str))
     return "\n\n".join(p for p in parts if p)
 
 

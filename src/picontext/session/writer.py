@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from picontext.errors import SessionFormatError, SessionWriteError, StaleSessionError
-from picontext.session.index import EntryIndex
+from picontext.session.index import EntryIndex, id_of
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import field_of
 from picontext.session.protocol import SessionStore, Tail
@@ -66,14 +66,35 @@ class SessionWriter:
             try:
                 self.tail = store.create(index.file_entries)
             except FileExistsError:
-                # Another process created the same new file first (two `-p --session NEW` runs at
-                # once). Keep both conversations: ours joins the file as a second root of its tree.
-                body = [e for e in index.file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-                self.tail = store.append(body)
+                self.tail = self._join(store, index)
             self.flushed = True
             self.pending_upgrade = None
         else:
             self._write(store, entries, index)
+
+    def _join(self, store: SessionStore, index: EntryIndex) -> Tail:
+        """`create` found the session already stored. Either another process created the same
+        new session first (two `-p --session NEW` runs at once): ours joins it as a second root
+        of its tree; or it is our own create, whose answer was lost (a broken connection at
+        COMMIT, a failed directory fsync after the link) although it was stored. Either way only
+        the entries whose ids are not stored yet are appended, after the tail just read, so no
+        entry is ever stored twice."""
+        for _attempt in range(5):
+            current = store.load(lazy=True)
+            stored = {id_of(e) for e in current.entries}
+            stored.discard(None)
+            missing = [e for e in index.file_entries
+                       if field_of(e, "type") != "session" and id_of(e) not in stored]
+            if not missing:
+                if current.tail is None:
+                    raise SessionWriteError(f"Session disappeared: {store.location}", missing=True)
+                return current.tail
+            try:
+                return store.append(missing, expect=current.tail)
+            except StaleSessionError:
+                continue  # somebody appended between the read and the append: read again
+        raise StaleSessionError(f"{store.location} keeps changing while this session joins it; nothing was "
+                                "appended: retry")
 
     def write_whole(self, index: EntryIndex) -> None:
         """Write the session as a new file now (used for a session that exists as a file)."""
@@ -103,7 +124,9 @@ class SessionWriter:
         """First append to a legacy file: rewrite it as v3 atomically (original kept as backup).
 
         Done in the writer section from what is stored *now*, so lines another process appended
-        since we loaded are kept; v1 ids are deterministic, so they match ours.
+        since we loaded are kept; v1 ids are deterministic, so they match ours. (If the section's
+        end is lost, WriteOutcomeUnknown: the manager reads what was stored, and upgrades again
+        if the upgrade was not.)
         """
         version = self.pending_upgrade
         with store.writer():

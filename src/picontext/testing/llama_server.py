@@ -7,7 +7,7 @@ to 127.0.0.1 on a free port. The model is SmolLM2-135M-Instruct (Q4_1, 92 MB), s
 not the point; the wire, the errors and the recovery are.
 
     with LlamaServer(n_ctx=4096) as server:
-        model = server.model()          # a Model for picontext.ai, api "openai-completions"
+        model = server.model()          # a Model for picontext.ai: "openai-completions", temperature 0, seed
         server.models_json()            # the same, as a models.json provider entry
 """
 
@@ -31,6 +31,9 @@ from picontext.ai.models import Model
 __all__ = ["LlamaServer", "LlamaServerUnavailable", "smollm2_gguf"]
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SAMPLING: dict[str, Any] = {"temperature": 0, "seed": 1234}
+"""Greedy decoding and a fixed seed (`compat.temperature` / `compat.seed`): the same request gets the
+same answer, so a test on the real model passes or fails every time, not by sampling luck."""
 
 
 class LlamaServerUnavailable(RuntimeError):
@@ -123,7 +126,9 @@ class LlamaServer:
         self.stop()
 
     def model(self, *, id: str = "smollm2", provider: str = "llama", max_tokens: int = 256) -> Model:
-        """A `Model` for this server (window = `n_ctx`); no key is needed for a local URL."""
+        """A `Model` for this server (window = `n_ctx`); no key is needed for a local URL. Its
+        compat says `serialRequests`: the server cuts off a streaming reply when another request
+        arrives (docs/providers.md)."""
         return {
             "id": id,
             "name": "SmolLM2 135M (llama.cpp)",
@@ -135,9 +140,11 @@ class LlamaServer:
             "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0},
             "contextWindow": self.n_ctx,
             "maxTokens": max_tokens,
+            "compat": {**SAMPLING, "serialRequests": True},
         }
 
     def models_json(self, *, provider: str = "llama", id: str = "smollm2", max_tokens: int = 256) -> dict[str, Any]:
         """`{"providers": {...}}` declaring this server, as a user writes it in models.json."""
         return {"providers": {provider: {"baseUrl": self.url + "/v1", "api": "openai-completions", "models": [
-            {"id": id, "contextWindow": self.n_ctx, "maxTokens": max_tokens}]}}}
+            {"id": id, "contextWindow": self.n_ctx, "maxTokens": max_tokens,
+             "compat": {**SAMPLING, "serialRequests": True}}]}}}

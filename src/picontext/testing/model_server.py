@@ -147,6 +147,15 @@ class Reply:
         """Serve this reply only to a request whose JSON body contains `needle`."""
         return self.when(lambda req: needle in json.dumps(req.body, ensure_ascii=False))
 
+    def describe(self) -> str:
+        """A few words for a failure message (not the repr: events and predicates are noise)."""
+        first = self.blocks[0] if self.blocks else None
+        what = "raw stream" if self.raw_frames is not None else (
+            f"{first.kind} {first.text[:30] or first.name!r}" if first else "empty reply")
+        if self.hold_event is not None:
+            what += " (held)" if not self.hold_event.is_set() else " (released)"
+        return what
+
 
 @dataclass(frozen=True, slots=True)
 class HttpError:
@@ -161,6 +170,9 @@ class HttpError:
     def when(self, predicate: Callable[[RecordedRequest], bool]) -> HttpError:
         """Serve this error only to a request `predicate` accepts."""
         return replace(self, match=predicate)
+
+    def describe(self) -> str:
+        return f"HTTP {self.status} ({self.kind})"
 
 
 Step = Reply | HttpError
@@ -239,6 +251,23 @@ def server_error(status: int = 500) -> HttpError:
 def overloaded() -> HttpError:
     """Anthropic's 529 overloaded_error (other dialects: 503 with an overloaded message)."""
     return HttpError(529, None, (), "overloaded")
+
+
+def describe_step(step: Step) -> str:
+    """A step in a few words (a repr of a step holds every frame and can run to kilobytes)."""
+    if isinstance(step, HttpError):
+        return f"http {step.status} ({step.kind})"
+    if step.raw_frames is not None:
+        return f"raw stream of {len(step.raw_frames)} frames"
+    parts = []
+    for block in step.blocks:
+        if block.kind == "tool_call":
+            parts.append(f"tool_call {block.name}")
+        else:
+            flat = " ".join(block.text.split())
+            parts.append(f"{block.kind} {flat[:30]!r}{'…' if len(flat) > 30 else ''}")
+    held = " held" if step.hold_event is not None else ""
+    return f"reply[{', '.join(parts) or 'empty'}]{held}"
 
 
 def _num(value: float) -> str:
@@ -793,9 +822,10 @@ class ScriptedModelServer:
                     f"ScriptedModelServer got {len(self.unexpected)} unexpected request(s): {listed}"
                 )
             if self._steps:
-                raise AssertionError(
-                    f"ScriptedModelServer: {len(self._steps)} scripted step(s) never requested: {self._steps!r}"
-                )
+                shown = "; ".join(describe_step(step) for step in self._steps[:5])
+                more = f"; and {len(self._steps) - 5} more" if len(self._steps) > 5 else ""
+                raise AssertionError(f"ScriptedModelServer: {len(self._steps)} scripted step(s) never requested "
+                                     f"({len(self.requests)} requests arrived): {shown}{more}")
 
     def model(
         self,

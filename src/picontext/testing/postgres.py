@@ -20,7 +20,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 DB_USER = "picontext"
@@ -122,6 +122,27 @@ class PostgresCluster:
         if self.running:
             self._run([os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-m", mode, "-w", "stop"])
             self.running = False
+
+    @contextlib.contextmanager
+    def standby(self) -> Iterator[str]:
+        """A hot standby of this server (a replica: `pg_basebackup -R`, streaming replication,
+        read-only), started on a free port; yields its URL, stopped and deleted at the end."""
+        directory = os.path.join(self.root, f"standby-{_free_port()}")
+        port = _free_port()
+        bindir = self.bindir
+        self._run([os.path.join(bindir, "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.port), "-U", DB_USER,
+                   "-D", directory, "-R", "-X", "stream", "-c", "fast"])  # fast: no wait for a spread checkpoint
+        with open(os.path.join(directory, "postgresql.auto.conf"), "a", encoding="utf-8") as f:
+            f.write(f"unix_socket_directories = '{directory}'\n")
+        pg_ctl = os.path.join(bindir, "pg_ctl")
+        self._run([pg_ctl, "-D", directory, "-l", os.path.join(directory, "log"), "-o", f"-p {port}", "-w", "-t", "60",
+                   "start"])
+        try:
+            yield f"postgresql://{DB_USER}@127.0.0.1:{port}/{DB_NAME}"
+        finally:
+            with contextlib.suppress(subprocess.CalledProcessError, OSError):
+                self._run([pg_ctl, "-D", directory, "-m", "immediate", "-w", "stop"])
+            shutil.rmtree(directory, ignore_errors=True)
 
     def close(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError, OSError):

@@ -25,6 +25,7 @@ from msgspec import UNSET
 from picontext import _json
 from picontext._gc import gc_paused
 from picontext.ai.models import ModelCatalog, default_catalog
+from picontext.compaction.records import FAILURE_TYPE, failure_line, failure_records
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import EntryNotFound, PicontextError
@@ -72,6 +73,8 @@ def entry_preview(entry: Any) -> str:
         return _short(f"label {entry.get('targetId')} = {entry.get('label', '(cleared)')}")
     if kind == "session_info":
         return _short(f"name = {entry.get('name')}")
+    if kind == "custom" and entry.get("customType") == FAILURE_TYPE:
+        return _short(f"compaction failed · {failure_line(failure_records([entry])[0])}")
     if kind == "custom":
         return _short(f"custom [{entry.get('customType')}]")
     if kind == "usage":
@@ -91,6 +94,17 @@ def _system_preview(entry: dict[str, Any], text: str) -> str | None:
         names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
         return _short(f"system prompt · sections: {names}" if names else "system prompt")
     return None
+
+
+def _role(entry: Any) -> str:
+    """A message's role; "compactionFailed" marks a failed summary attempt's record, which the tree
+    shows among the conversation (other custom entries are settings, hidden by default)."""
+    kind = field_of(entry, "type")
+    if kind == "message":
+        return str(field_of(field_of(entry, "message"), "role") or "")
+    if kind == "custom" and field_of(entry, "customType") == FAILURE_TYPE:
+        return "compactionFailed"
+    return ""
 
 
 def _flags(entry: Any) -> int:
@@ -187,7 +201,7 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
             kind = entry_id = message = role = None
         ids.append(entry_id if type(entry_id) is str else _json.dumps(entry_id).decode())
         kinds.append(str(kind))
-        roles.append(str(role or "") if kind == "message" else "")
+        roles.append(str(role or "") if kind == "message" else _role(entry) if kind == "custom" else "")
         flags.append(_flags(entry) if role == "assistant" else 0)
         if kind == "message" or kind == "custom_message":
             text = entry_text(entry)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import html
 import os
+import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -110,7 +111,12 @@ class ViewerServer:
         self.where = where
         self.source: SessionSource = source or FileSource()
         handler = self._handler_class()
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # ::1 is IPv6
+
+        class Server(ThreadingHTTPServer):
+            address_family = family
+
+        self.httpd = Server((host, port), handler)
         self.httpd.daemon_threads = True
         self.host = host
         self.port = int(self.httpd.server_address[1])
@@ -194,6 +200,8 @@ class ViewerServer:
                         self._error(HTTPStatus.NOT_FOUND, "not found")
                 except (OSError, PicontextError) as exc:
                     self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"cannot read the session: {exc}")
+                except Exception as exc:  # a bug must not drop the page's connection unanswered
+                    self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"cannot show the session: {type(exc).__name__}")
 
             def _page(self, key: str) -> None:
                 path = server._find(key)

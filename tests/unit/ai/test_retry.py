@@ -202,3 +202,17 @@ def test_delay_grows_until_the_cap(base: int, cap: int, attempt: int) -> None:
     assert 0 <= delay <= cap
     assert delay <= retry_delay_ms(policy, attempt + 1)
     assert delay == min(base * 2 ** (attempt - 1), cap)
+
+
+@pytest.mark.parametrize(("base_url", "local"), [
+    ("http://127.0.0.1:8080/v1", True), ("http://localhost:11434/v1", True), ("http://[::1]:8000/v1", True),
+    ("https://api.openai.com/v1", False), ("http://gpu-box.lan:8000/v1", False), (None, False)])
+def test_a_refused_connection_is_transient_only_for_a_remote_host(base_url: str | None, local: bool) -> None:
+    from picontext.ai.retry import is_local_refusal
+
+    refused = {"stopReason": "error", "errorMessage": "Connection error: All connection attempts failed "
+                                                      "(connection refused)"}
+    assert is_local_refusal(refused, base_url) is local
+    assert is_retryable_error(refused, 128_000, base_url) is not local
+    other = {"stopReason": "error", "errorMessage": "Request timed out: read timeout"}  # a slow local server
+    assert is_retryable_error(other, 128_000, base_url) is True

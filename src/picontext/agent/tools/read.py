@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import stat
 from pathlib import Path
 from typing import Any, ClassVar
 
+from picontext._files import FileTooLarge, NotRegularFile, read_regular
 from picontext.agent.tools._base import PATH_HELP, ToolBase, positive_int, resolve
 from picontext.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 from picontext.agent.types import AgentToolResult, ToolError, ToolUpdate
@@ -30,32 +29,16 @@ MAX_READ_BYTES = 32 * 1024 * 1024
 
 def _read_capped(path: Path, given: str) -> bytes:
     """The file's bytes, refusing what is not a regular file (a FIFO would block forever, a
-    device never ends) and files over MAX_READ_BYTES."""
+    device never ends; `_files.read_regular` checks before opening) and files over MAX_READ_BYTES."""
     try:
-        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return read_regular(str(path), MAX_READ_BYTES)
+    except NotRegularFile:
+        raise ToolError(f"{given} is not a regular file (a FIFO, device or socket); it was not read") from None
+    except FileTooLarge:
+        raise ToolError(f"{given} is larger than {format_size(MAX_READ_BYTES)}; read parts of it with bash "
+                        f"(e.g. sed -n '1,200p' {given})") from None
     except OSError as exc:
         raise ToolError(f"Cannot read {given}: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ToolError(f"{given} is not a regular file (a FIFO, device or socket); it was not read")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_READ_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_READ_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_READ_BYTES:
-            raise ToolError(f"{given} is larger than {format_size(MAX_READ_BYTES)}; read parts of it with bash "
-                            f"(e.g. sed -n '1,200p' {given})")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise ToolError(f"Cannot read {given}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 class ReadTool(ToolBase):

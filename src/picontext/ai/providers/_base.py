@@ -64,7 +64,10 @@ class StreamOptions:
         api_key: the key; `stream()` resolves one from env/auth.json when left None.
         signal: abort signal; firing it ends the stream with stopReason "aborted".
         max_tokens: output cap; default `model["maxTokens"]` where the API needs one.
-        temperature: sampling temperature, omitted when None.
+        temperature: sampling temperature, omitted when None (`stream()` takes the model's
+            `compat.temperature` when this is None).
+        seed: sampling seed, sent by the APIs that take one (OpenAI-compatible servers,
+            Gemini); omitted when None (`stream()` takes the model's `compat.seed`).
         reasoning: thinking level; None or "off" means no reasoning parameters are sent.
         thinking_budget_tokens: explicit budget for token-budget APIs (Anthropic, Gemini).
         session_id: routing / prompt-cache id; not sent when `cache_retention` is "none".
@@ -85,6 +88,7 @@ class StreamOptions:
     signal: AbortSignal | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    seed: int | None = None
     reasoning: ThinkingLevel | None = None
     thinking_budget_tokens: int | None = None
     session_id: str | None = None

@@ -199,6 +199,8 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
     gen: dict[str, Any] = {}
     if options.temperature is not None:
         gen["temperature"] = options.temperature
+    if options.seed is not None:
+        gen["seed"] = options.seed
     gen["maxOutputTokens"] = base_max_tokens(model, context, options.max_tokens)
     thinking = thinking_config(model, options)
     if thinking is not None:

@@ -337,6 +337,8 @@ def build_body(model: Model, context: Context, options: StreamOptions) -> dict[s
         body[compat["maxTokensField"]] = max_tokens
     if options.temperature is not None:
         body["temperature"] = options.temperature
+    if options.seed is not None:  # ours: OpenAI, llama.cpp, vLLM, Ollama's /v1 all take it
+        body["seed"] = options.seed
     tools = context_tools(context)
     if tools:
         body["tools"] = [_tool(t, compat) for t in tools]

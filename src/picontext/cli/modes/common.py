@@ -17,6 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from picontext._files import read_config_text
 from picontext.agent.events import AgentEvent
 from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
@@ -38,8 +39,9 @@ THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh")
 def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
     """--model, --thinking and where the conversation is kept: --session/--no-session/-c/-r.
 
-    `suppress=True` leaves attributes unset when a flag is absent (for the top-level parser, so a
-    subcommand's own defaults are not overwritten)."""
+    `suppress=True` leaves attributes unset when a flag is absent: the top-level parser then does
+    not overwrite a subcommand's value, nor a subcommand the value given before its name
+    (`picontext --model X rpc`)."""
     default: Any = argparse.SUPPRESS if suppress else None
     flag: Any = argparse.SUPPRESS if suppress else False
     parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
@@ -96,9 +98,15 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     url = store_url()
     if url is not None:  # --store URL: the same choices, in the session database
         return open_stored_manager(args, cwd, url)
-    warn = CappedWarnings()
     if flag(args, "no_session"):
         return SessionManager.in_memory(cwd)
+    manager = _open_file_manager(args, cwd)
+    _check_writable(manager)
+    return manager
+
+
+def _open_file_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
+    warn = CappedWarnings()
     if flag(args, "session"):
         path = session_path(args.session, cwd, create=True)
         # A directory, FIFO or device is refused before anything opens it (a FIFO would block).
@@ -114,14 +122,34 @@ def open_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     return SessionManager.create(cwd, warn=warn)
 
 
+def _check_writable(manager: SessionManager) -> None:
+    """The session's file must take the prompt and the reply: one that cannot be written (a
+    read-only filesystem, another user's file or directory, an immutable file) is refused now,
+    before the model is asked, not after its reply. (A new session's file is made with the first
+    reply, so for it the directory is asked.)"""
+    path = manager.get_session_file()
+    if not path:
+        return
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise CliError(f"Cannot write session file {path}: it is not writable")
+        return
+    directory = os.path.dirname(path) or "."
+    if os.path.isdir(directory) and not os.access(directory, os.W_OK | os.X_OK):
+        raise CliError(f"Cannot write session file {path}: its directory is not writable")
+
+
 def settings_model() -> str | None:
     path = picontext_dir() / "settings.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    text = read_config_text(path)
+    if text is None:
         return None
-    except (OSError, ValueError) as exc:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         raise CliError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        return None  # load_settings says what is wrong with it
     provider, model = data.get("defaultProvider"), data.get("defaultModel")
     return f"{provider}/{model}" if isinstance(provider, str) and isinstance(model, str) else None
 
@@ -256,7 +284,7 @@ class Controller:
             "autoCompactionEnabled": self.auto_compaction_enabled,
             "steeringMode": s.steering_mode,
             "followUpMode": s.follow_up_mode,
-            "sessionFile": self.manager.get_session_file() if self.manager.is_persisted() else None,
+            "sessionFile": self.manager.stored_in_file(),  # null for a database session: no file
             "sessionId": self.manager.get_session_id(),
             "sessionName": self.manager.get_session_name(),
             "leafId": self.manager.get_leaf_id(),

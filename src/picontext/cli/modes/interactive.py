@@ -94,7 +94,7 @@ def register(sub: Any) -> None:
         "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
-    add_session_flags(p)
+    add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=cmd_chat)
 
 
@@ -565,7 +565,7 @@ def format_session_info(info: dict[str, Any]) -> list[tuple[str, str]]:
     tokens = info.get("tokens") or {}
     names = {"input": "input", "output": "output", "cacheRead": "cache read", "cacheWrite": "cache write"}
     return [
-        ("file", str(info.get("file") or "(not saved)")),
+        ("file", str(info.get("file") or info.get("location") or "(not saved)")),
         ("id", str(info.get("id"))),
         ("name", str(info.get("name") or "(none)")),
         ("model", str(info.get("model"))),
@@ -600,7 +600,8 @@ def session_info(c: Controller) -> dict[str, Any]:
                 cost += float((usage.get("cost") or {}).get("total") or 0)
     tokens, _, percent = c.context_usage()
     return {
-        "file": m.get_session_file() if m.is_persisted() else None,
+        "file": m.stored_in_file(),
+        "location": m.get_session_location(),
         "id": m.get_session_id(),
         "name": m.get_session_name(),
         "model": f"{c.model['provider']}/{c.model['id']}",

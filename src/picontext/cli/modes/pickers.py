@@ -36,7 +36,12 @@ class TreeRow:
 
 
 def _shown(entry: Any) -> bool:
-    if not isinstance(entry, dict) or entry.get("type") not in SHOWN_IN_TREE:
+    """Entries worth picking; one whose id is not a string cannot be gone to, nor a type that is
+    a list or an object be one of ours."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+        return False
+    kind = entry.get("type")
+    if type(kind) is not str or kind not in SHOWN_IN_TREE:
         return False
     message = entry.get("message")
     return not (entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "system")
@@ -46,7 +51,7 @@ def tree_rows(manager: Any, width: int = 100) -> list[TreeRow]:
     """The entries worth picking, in tree order; entries not shown (settings, labels, the system
     message) pass their children up to the nearest shown ancestor, so the drawing stays a tree."""
     leaf = manager.get_leaf_id()
-    on_path = {e.get("id") for e in manager.get_branch() if isinstance(e, dict)}
+    on_path = {e.get("id") for e in manager.get_branch() if isinstance(e, dict) and isinstance(e.get("id"), str)}
 
     def shown_children(node: Any) -> list[Any]:
         out: list[Any] = []

@@ -54,6 +54,8 @@ class _Region:
         if v.text:
             parts.append(Markdown(v.text))
         status: list[Any] = []
+        if v.status is not None:
+            status.append(Text(v.status, style="dim magenta"))
         if v.activity is not None:
             message, started = v.activity
             elapsed = int(time.monotonic() - started)
@@ -84,8 +86,9 @@ class ReplyView:
         self.thinking = ""
         self.typed = ""
         self.activity: tuple[str, float] | None = None  # (what, monotonic start) for the spinner
+        self.status: str | None = None  # a background compaction's progress, under the reply
         self.working = False
-        self.hints = False  # the chat shows the keys that act while the model works; the demo does not
+        self.hints = False  # the chat shows the keys that act (Esc, Ctrl+O...); the demo takes no keys
         self.failures = 0  # compaction failures reported so far
         self.last_output: tuple[str, str] | None = None  # (title, full text) for Ctrl+O
         self.last_error: str | None = None
@@ -121,6 +124,10 @@ class ReplyView:
             parts.append(Text(self.thinking.strip(), style="dim italic"))
         if self.text.strip():
             parts.append(Markdown(self.text))
+        if not self.console.is_terminal and self.text.strip():
+            # Not a terminal (the demo in a pipe): the reply's own text, not Markdown padded and
+            # wrapped to a width nobody sees.
+            parts[-1] = Text(self.text.strip())
         self.text = self.thinking = ""
         if parts:
             self.console.print(Group(*parts))
@@ -172,12 +179,16 @@ class ReplyView:
                    "overflow": " (the context overflowed)"}.get(event.get("reason", ""), "")
             self.spinner(f"Compacting context{why}")
         elif kind == "compaction_end":
+            self.status = None
             self._compaction_ended(event)
         elif kind == "compaction_skipped":
             self.line(str(event.get("message") or "Compaction skipped"), "yellow")
+        elif kind == "compaction_progress":
+            self._progress(event)
         elif kind == "compaction_background_start":
             self.line("compacting in background…", "dim magenta")
         elif kind == "compaction_background_discarded":
+            self.status = None
             self.line(f"background summary discarded ({event.get('reason')}); compacting the usual way when due",
                       "yellow")
         elif kind == "auto_retry_start":
@@ -186,6 +197,23 @@ class ReplyView:
                       f"{event.get('errorMessage')}", "yellow")
         elif kind == "auto_retry_end" and not event.get("success"):
             self.line(f"Giving up after {event.get('attempt')} attempts: {event.get('finalError')}", "red")
+
+    def _expand_hint(self) -> str:
+        return " (Ctrl+O to expand)" if self.hints else ""
+
+    def _progress(self, event: dict[str, Any]) -> None:
+        """A summary over the summarizer's window: the spinner (or, for one written in the
+        background, the status line) says how far it is; the elapsed time keeps counting."""
+        done, total = event.get("done"), event.get("total")
+        part = "turn prefix" if event.get("part") == "turnPrefix" else "history"
+        step = (f"{part}: {done} of {total} chunks summarized" if event.get("stage") == "chunks"
+                else f"{part}: merging the notes ({done} of {total})")
+        if event.get("background"):
+            self.status = f"compacting in background, {step} ({int(event.get('elapsedMs') or 0) // 1000}s)"
+            self.refresh()
+        elif self.activity is not None:
+            self.activity = (f"Compacting context, {step}", self.activity[1])
+            self.refresh()
 
     def _reply_ended(self, message: dict[str, Any]) -> None:
         if message.get("stopReason") == "error":
@@ -213,7 +241,7 @@ class ReplyView:
                 "cyan" if line.startswith("@@") else "dim"
             shown.append(f"  {line}\n", style=style)
         if len(lines) > DIFF_LINES:
-            shown.append(f"  … +{len(lines) - DIFF_LINES} diff lines (Ctrl+O to expand)\n", style="dim")
+            shown.append(f"  … +{len(lines) - DIFF_LINES} diff lines{self._expand_hint()}\n", style="dim")
             self.last_output = (f"diff of {path}", "\n".join(lines))
         shown.rstrip()
         self.console.print(shown)
@@ -230,9 +258,9 @@ class ReplyView:
         width = max(20, self.console.width - 6)
         out = Text()
         for n, line in enumerate(lines[:TOOL_LINES]):
-            out.append(f"  {mark if n == 0 else ' '} {render.short_line(line, width)}\n", style=style)
+            out.append(f"  {mark if n == 0 else ' '} {render.short_line(line, width)}".rstrip() + "\n", style=style)
         if len(lines) > TOOL_LINES:
-            out.append(f"    … +{len(lines) - TOOL_LINES} lines (Ctrl+O to expand)\n", style="dim")
+            out.append(f"    … +{len(lines) - TOOL_LINES} lines{self._expand_hint()}\n", style="dim")
             self.last_output = (f"output of {event.get('toolName')} ({len(lines)} lines)", body)
         out.rstrip()
         self.line(out)
@@ -255,8 +283,10 @@ class ReplyView:
             numbers = f": {before:,} → {after:,} tokens" if isinstance(before, int) and isinstance(after, int) \
                 else ""
             again = "; retrying the request" if event.get("willRetry") else ""
-            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{again} · Ctrl+O shows the summary",
-                      "bold magenta")
+            notice = f" ({event['notice']})" if event.get("notice") else ""
+            keys = " · Ctrl+O shows the summary" if self.hints else ""
+            self.line(f"✓ Context compacted ({event.get('reason')}){numbers}{notice}{again}{keys}",
+                      "bold magenta" if not notice else "bold yellow")
             if isinstance(result.get("summary"), str):
                 self.last_output = ("compaction summary", result["summary"])
 

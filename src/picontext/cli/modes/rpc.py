@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
                        **described("RPC mode: one JSON command per stdin line; the session's events and one "
                                    "response per command on stdout (docs/cli.md lists the commands).",
                                    'echo \'{"type": "prompt", "message": "hi"}\' | picontext rpc --no-session'))
-    add_session_flags(p)
+    add_session_flags(p, suppress=True)  # flags given before the command name stay
     p.set_defaults(handler=cmd_rpc)
 
 

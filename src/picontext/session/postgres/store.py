@@ -34,9 +34,21 @@ import psycopg
 
 from picontext import _json
 from picontext._clock import js_date_ms
-from picontext.errors import SessionError, SessionLockedError, SessionWriteError, StaleSessionError
+from picontext.errors import (
+    SessionError,
+    SessionLockedError,
+    SessionWriteError,
+    StaleSessionError,
+    WriteOutcomeUnknown,
+)
 from picontext.session import paths
-from picontext.session.postgres.database import Database, StoreUnavailableError, database
+from picontext.session.postgres.database import (
+    Database,
+    StoreUnavailableError,
+    answer_lost,
+    connection_lost,
+    database,
+)
 from picontext.session.postgres.facts import FactsDelta
 from picontext.session.protocol import ListingFacts, LoadResult, Tail
 from picontext.session.store import (
@@ -69,6 +81,13 @@ _HELD: contextvars.ContextVar[dict[tuple[str, str], Any] | None] = contextvars.C
 
 def _held() -> dict[tuple[str, str], Any]:
     return _HELD.get() or {}
+
+
+def _connection_failed(exc: BaseException) -> bool:
+    """The store error came from a broken or missing connection (worth one retry), not from a
+    statement the server refused (read-only database, disk full, timeout: retrying repeats it)."""
+    cause = exc.__cause__
+    return cause is None or connection_lost(cause)
 
 
 def session_id_of(name: str) -> str:
@@ -262,7 +281,7 @@ class PgSessionStore:
         if held is not None:
             try:
                 yield held
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
                 raise self.db.unavailable(exc, writing=writing, what=self.session_id) from exc
             return
         with self.db.connection(writing=writing, what=self.session_id) as conn:
@@ -309,8 +328,14 @@ class PgSessionStore:
         return generation, next_seq, ends_with_newline, lines
 
     def load(self, *, lazy: bool = False) -> LoadResult:
+        notice = None
         if lazy:
-            result = self._load_lazily()
+            try:
+                result = self._load_lazily()
+            except (msgspec.DecodeError, StopIteration) as exc:
+                # The heads are a copy of what the lines say, for speed; the lines are the session.
+                result = None
+                notice = f"its stored heads are unreadable ({exc or 'fewer than its records'}); read whole instead"
             if result is not None:
                 return result
         got = self._read(0)
@@ -323,6 +348,8 @@ class PgSessionStore:
         result = parse_session_bytes(lines, lazy=lazy)
         result.size = size
         result.tail = Tail(generation, next_seq)
+        if notice is not None:
+            result.notices.append(notice)
         return result
 
     def _load_lazily(self) -> LoadResult | None:
@@ -444,14 +471,19 @@ class PgSessionStore:
         sql, params = batch.call(self.session_id, expect.generation if expect else 0,
                                  expect.offset if expect else None)
         retried = False
+        lost: WriteOutcomeUnknown | None = None  # the first attempt was sent and its answer lost
         while True:
             try:
                 status, generation, next_seq = self._call(sql, params)
                 break
-            except SessionWriteError:
+            except SessionWriteError as exc:
                 # The connection failed: maybe before the statement ran, maybe after it committed.
                 # Only a conditional append can be retried safely: the tail check tells which.
-                if retried or expect is None or not self._retrying():
+                if isinstance(exc, WriteOutcomeUnknown) and lost is None:
+                    lost = exc
+                if retried or expect is None or not self._retrying() or not _connection_failed(exc):
+                    if lost is not None and lost is not exc:
+                        raise WriteOutcomeUnknown(f"{lost}; checking it failed too: {exc}") from exc
                     raise
                 retried = True
         if status == 1 and retried and self._is_ours(expect, batch.lines):
@@ -476,7 +508,7 @@ class PgSessionStore:
             return self.db.call(sql, params, writing=True, what=self.session_id)
         try:
             return psycopg.RawCursor(held).execute(sql, params).fetchone()
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
             raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
 
     def _is_ours(self, expect: Tail | None, lines: list[bytes]) -> bool:
@@ -491,10 +523,33 @@ class PgSessionStore:
         return self.create_lines(Batch.of_entries(file_entries), ends_with_newline=True)
 
     def create_lines(self, batch: Batch, *, ends_with_newline: bool) -> Tail:
-        """Insert a new session from whole lines (import keeps a file's missing final newline)."""
+        """Insert a new session from whole lines (import keeps a file's missing final newline).
+
+        If the connection breaks while the COMMIT's answer is awaited, the session may or may
+        not exist: it is read back (on a fresh connection). Stored exactly as sent: created;
+        absent: created now; another log under this id: FileExistsError. Only if it cannot even
+        be read does the caller get WriteOutcomeUnknown."""
         header = batch.header or {}
         if header.get("id") != self.session_id:
             raise ValueError(f"header id {header.get('id')!r} is not the store's session {self.session_id!r}")
+        try:
+            return self._create_once(batch, ends_with_newline)
+        except WriteOutcomeUnknown as lost:
+            if not self._retrying():
+                raise
+            try:
+                got = self._read(0)
+                if got is None:
+                    return self._create_once(batch, ends_with_newline)
+            except SessionError as exc:
+                raise WriteOutcomeUnknown(f"{lost}; checking it failed too: {exc}") from exc
+            generation, next_seq, ends, lines = got
+            if (generation, next_seq, ends, lines) == (1, len(batch.lines), ends_with_newline, batch.lines):
+                return Tail(generation, next_seq)  # it did commit
+            raise FileExistsError(f"session already exists: {self.location}") from None
+
+    def _create_once(self, batch: Batch, ends_with_newline: bool) -> Tail:
+        header = batch.header or {}
         with self._conn(writing=True) as conn, conn.transaction():
             inserted = conn.execute(
                 "INSERT INTO picontext_session (id, next_seq, ends_with_newline, cwd, header_timestamp, created_ms,"
@@ -583,30 +638,49 @@ class PgSessionStore:
             yield time.monotonic() + self.lock_timeout
         except BaseException as exc:
             self._end(pool, conn, commit=False)
-            if isinstance(exc, psycopg.OperationalError):
+            if isinstance(exc, psycopg.Error):
                 raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
             raise
 
     @contextlib.contextmanager
     def _holding(self, pool: Any, conn: Any) -> Iterator[Tail | None]:
-        """The section itself, once locked: this thread's or task's appends go through `conn`."""
+        """The section itself, once locked: this thread's or task's appends go through `conn`.
+        Its writes are committed at the end, also when the body failed (what it appended before
+        the failure stays appended, as with a file). Then the body's error is the one raised: the
+        caller checks what was stored anyway (SessionManager settles its section's writes)."""
         token = _HELD.set({**_held(), self._key: conn})
         try:
             yield self.tail()
-        finally:
+        except BaseException:
             _HELD.reset(token)
-            self._end(pool, conn, commit=True)
+            self._end(pool, conn, commit=True, quiet=True)
+            raise
+        _HELD.reset(token)
+        self._end(pool, conn, commit=True)
 
-    def _end(self, pool: Any, conn: Any, *, commit: bool) -> None:
+    def _end(self, pool: Any, conn: Any, *, commit: bool, quiet: bool = False) -> None:
         """Commit (or roll back) what the section wrote, which releases the lock, and give the
-        connection back (the pool discards it if it broke)."""
+        connection back (the pool discards it if it broke). A COMMIT whose answer is lost leaves
+        the section's writes stored or not: WriteOutcomeUnknown; a connection that broke before
+        the COMMIT took them with it: SessionWriteError."""
+        TS = psycopg.pq.TransactionStatus
+        status = conn.info.transaction_status
         try:
-            status = conn.info.transaction_status
-            if status != psycopg.pq.TransactionStatus.IDLE:
-                conn.execute("COMMIT" if commit and status != psycopg.pq.TransactionStatus.INERROR else "ROLLBACK")
-        except psycopg.OperationalError as exc:
-            if commit:
-                raise self.db.unavailable(exc, writing=True, what=self.session_id) from exc
+            if status == TS.UNKNOWN or conn.closed:  # broken before the end: the server rolled back
+                if commit and not quiet:
+                    raise SessionWriteError(f"Lost the connection to {self.db.display} before session "
+                                            f"{self.session_id}'s writer section was committed: its writes were "
+                                            "not stored")
+            elif status != TS.IDLE:
+                conn.execute("COMMIT" if commit and status != TS.INERROR else "ROLLBACK")
+        except psycopg.Error as exc:
+            if commit and not quiet:
+                if status == TS.INTRANS and answer_lost(exc):
+                    raise WriteOutcomeUnknown(
+                        f"Lost the connection to {self.db.display} while committing session {self.session_id} "
+                        f"({self.db.reason(exc)}): whether its writer section's writes were stored is not known yet"
+                    ) from exc
+                raise self.db.failure(exc, writing=True, what=self.session_id) from exc
         finally:
             self.db.checkin(pool, conn)
 

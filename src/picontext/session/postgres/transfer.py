@@ -15,7 +15,7 @@ from picontext.errors import SessionFormatError
 from picontext.session.postgres.database import Database
 from picontext.session.postgres.store import Batch, PgSessionStore, clean_text
 from picontext.session.protocol import Tail
-from picontext.session.store import _is_js_falsy, parsed_values
+from picontext.session.store import _is_js_falsy, parsed_values, read_session_bytes
 
 
 def batch_of_bytes(data: bytes) -> tuple[Batch, bool]:
@@ -61,9 +61,9 @@ def _header_first(batch: Batch) -> bool:
 
 
 def import_file(db: Database, path: str) -> tuple[str, Tail]:
-    with open(path, "rb") as f:
-        data = f.read()
-    return import_bytes(db, data, source=path)
+    """A FIFO, a device or a directory is refused before it is opened, a file that does not
+    start as a session before more than 1 MiB of it is read (SessionFormatError)."""
+    return import_bytes(db, read_session_bytes(path), source=path)
 
 
 def export_bytes(db: Database, session_id: str) -> bytes | None:

@@ -16,17 +16,28 @@
   function el(tag, cls, text) {
     var n = document.createElement(tag);
     if (cls) n.className = cls;
-    if (text !== undefined && text !== null) n.textContent = String(text);
+    if (text !== undefined && text !== null) n.textContent = str(text);
     return n;
   }
+  // Text of any value from the file: JSON for an object (String() of {"toString": 1} would throw).
+  function str(v) {
+    if (typeof v === 'string') return v;
+    if (v === null || typeof v !== 'object') return String(v);
+    try { return JSON.stringify(v); } catch (e) { return '?'; }
+  }
   function add(parent) { for (var i = 1; i < arguments.length; i++) if (arguments[i]) parent.appendChild(arguments[i]); return parent; }
-  function fmt(n) { return (n === null || n === undefined || n !== n) ? '–' : Math.round(n).toLocaleString('en-US'); }
-  function money(n) { return n ? '$' + n.toFixed(4) : '–'; }
+  // Numbers read from the file may be anything (a string, an object): only a number is shown as one.
+  function fmt(n) { return typeof n !== 'number' || n !== n ? '–' : Math.round(n).toLocaleString('en-US'); }
+  function money(n) { return typeof n === 'number' && n ? '$' + n.toFixed(4) : '–'; }
+  function arr(v) { return Array.isArray(v) ? v : []; }
   function entry(i) {
     if (!parsed.has(i)) { var v; try { v = JSON.parse(LINES[i]); } catch (e) { v = null; } parsed.set(i, v); }
     return parsed.get(i);
   }
-  function kindOf(i) { return D.kinds[i] === 'message' ? (D.roles[i] || 'message') : D.kinds[i]; }
+  function kindOf(i) {
+    if (D.kinds[i] === 'custom' && D.roles[i] === 'compactionFailed') return 'compaction_failed';
+    return D.kinds[i] === 'message' ? (D.roles[i] || 'message') : D.kinds[i];
+  }
 
   // ---------------------------------------------------------------- data
   // base64(gzip(utf-8)) -> text, with the browser's own inflater.
@@ -76,6 +87,7 @@
   function passes(i) {
     if (i === D.leaf) return true;
     var kind = D.kinds[i], role = D.roles[i], filter = S.filter;
+    if (kind === 'custom' && role === 'compactionFailed') kind = 'compaction_failed';  // shown with the conversation
     // Pi hides assistant turns made of tool calls only (unless they failed); "all" shows them.
     if (filter !== 'all' && (D.flags[i] & 3) === 1) return false;
     var ok;
@@ -129,7 +141,8 @@
     if (st) row.classList.add(WHY[st[1]]);
     if (i === S.selected) row.classList.add('sel');
     if (D.prefix[k]) add(row, el('span', 'pre', D.prefix[k]));
-    var known = { user: 1, assistant: 1, toolResult: 1, bashExecution: 1, compaction: 1, branch_summary: 1, context_edit: 1 };
+    var known = { user: 1, assistant: 1, toolResult: 1, bashExecution: 1, compaction: 1, branch_summary: 1, context_edit: 1,
+                  compaction_failed: 1 };
     add(row, el('span', 'who ' + (known[kind] ? 'k-' + kind : 'k-other'), kind));
     if (i === D.leaf) add(row, el('span', 'badge leaf', 'leaf'));
     if (labelOf.has(i)) add(row, el('span', 'badge label', labelOf.get(i)));
@@ -150,73 +163,122 @@
   }
 
   // ---------------------------------------------------------------- markdown (DOM only)
+  // Whatever an entry holds (CRLF or CR line ends, U+2028/2029, runs of thousands of backticks,
+  // brackets or stars), rendering ends, in time linear in its length: every loop moves its index
+  // forward on every pass, and no text is searched again from a place already searched.
+  var MD_DEPTH = 8;  // block quotes nested deeper than this are shown as text
   function inline(parent, text) {
-    // `__x__` is left alone: file names like __init__.py are far more common in sessions than that bold.
-    var re = /(`+)([\s\S]*?)\1|\*\*([^*]+)\*\*|(?!)()|\*([^*\s][^*]*)\*|\[([^\]]+)\]\(([^)\s]+)\)/g;
-    var last = 0, m;
-    while ((m = re.exec(text)) !== null) {
-      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
-      if (m[1]) parent.appendChild(el('code', null, m[2]));
-      else if (m[3] || m[4]) inline(parent.appendChild(el('strong')), m[3] || m[4]);
-      else if (m[5]) inline(parent.appendChild(el('em')), m[5]);
-      else if (m[6]) {
-        if (/^https?:\/\//i.test(m[7])) {
-          var a = el('a', null, m[6]); a.setAttribute('href', m[7]); a.setAttribute('rel', 'noopener noreferrer nofollow'); a.setAttribute('target', '_blank');
-          parent.appendChild(a);
-        } else parent.appendChild(document.createTextNode(m[0]));
+    // Code spans (a run of N backticks up to the next run of exactly N), **strong**, *em* and
+    // [links](https://...). `__x__` is left alone: names like __init__.py are far more common in
+    // sessions than that bold.
+    var n = text.length, i = 0, last = 0, found = {}, space = /\s/g;
+    function find(s, from) {  // text.indexOf(s, from) (s = ' ': any white space); an answer still ahead of `from` is reused
+      var f = found[s];
+      if (!f || from < f[0] || (f[1] >= 0 && f[1] < from)) {
+        var at;
+        if (s === ' ') { space.lastIndex = from; var w = space.exec(text); at = w ? w.index : -1; } else at = text.indexOf(s, from);
+        found[s] = f = [from, at];
       }
-      last = re.lastIndex;
+      return f[1];
     }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
-  }
-  function markdown(text) {
-    var root = el('div', 'md');
-    var lines = String(text).split('\n');
-    var i = 0, para = [];
-    function flush() { if (para.length) { inline(root.appendChild(el('p')), para.join('\n')); para = []; } }
-    while (i < lines.length) {
-      var line = lines[i], m;
-      if ((m = /^\s*(```+|~~~+)\s*([\w+-]*)/.exec(line))) {
-        flush();
-        var fence = m[1], body = [];
-        i++;
-        while (i < lines.length && lines[i].trim().indexOf(fence) !== 0) body.push(lines[i++]);
-        i++;
-        var pre = el('pre'), code = el('code', null, body.join('\n'));
-        if (m[2]) code.dataset.lang = m[2];
-        root.appendChild(add(pre, code));
+    var runs = [], closer = [], r = 0;  // backtick runs [start, length] and the index of each one's closer
+    for (var k = text.indexOf('`'); k >= 0; k = text.indexOf('`', k)) {
+      var e = k; while (e < n && text.charCodeAt(e) === 96) e++;
+      runs.push([k, e - k]); k = e;
+    }
+    var nextOfLength = new Map();
+    for (var j = runs.length - 1; j >= 0; j--) {
+      closer[j] = nextOfLength.has(runs[j][1]) ? nextOfLength.get(runs[j][1]) : -1;
+      nextOfLength.set(runs[j][1], j);
+    }
+    function emit(upto, node) {
+      if (upto > last) parent.appendChild(document.createTextNode(text.slice(last, upto)));
+      return node ? parent.appendChild(node) : null;
+    }
+    while (i < n) {
+      var c = text.charCodeAt(i), q;
+      if (c === 96) {  // `
+        while (runs[r][0] < i) r++;
+        var run = runs[r], to = closer[r];
+        if (to >= 0) { emit(i, el('code', null, text.slice(i + run[1], runs[to][0]))); i = last = runs[to][0] + run[1]; r = to + 1; }
+        else { i += run[1]; r++; }  // no closing run of that length: the backticks are text
         continue;
       }
-      if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) { flush(); inline(root.appendChild(el('h' + Math.min(6, m[1].length + 2))), m[2]); i++; continue; }
-      if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { flush(); root.appendChild(el('hr')); i++; continue; }
-      if (/^\s*>/.test(line)) {
-        flush(); var quote = [];
-        while (i < lines.length && /^\s*>/.test(lines[i])) quote.push(lines[i++].replace(/^\s*>\s?/, ''));
-        add(root, add(el('blockquote'), markdown(quote.join('\n')))); continue;
-      }
-      if ((m = /^(\s*)([-*+]|\d+[.)])\s+/.exec(line))) {
-        flush();
-        var ordered = /\d/.test(m[2]), list = el(ordered ? 'ol' : 'ul');
-        while (i < lines.length && (m = /^(\s*)([-*+]|\d+[.)])\s+(.*)$/.exec(lines[i]))) {
-          var li = el('li'); var item = m[3].replace(/^\[( |x)\]\s/, function (_, x) { return x === 'x' ? '☑ ' : '☐ '; });
-          inline(li, item); list.appendChild(li); i++;
+      if (c === 42 && text.charCodeAt(i + 1) === 42) {  // **strong**
+        q = find('*', i + 2);
+        if (q > i + 2 && text.charCodeAt(q + 1) === 42) { inline(emit(i, el('strong')), text.slice(i + 2, q)); i = last = q + 2; continue; }
+      } else if (c === 42 && i + 1 < n && !/\s/.test(text.charAt(i + 1))) {  // *em*
+        q = find('*', i + 1);
+        if (q > i + 1) { inline(emit(i, el('em')), text.slice(i + 1, q)); i = last = q + 1; continue; }
+      } else if (c === 91) {  // [text](url)
+        q = find(']', i + 1);
+        if (q > i + 1 && text.charCodeAt(q + 1) === 40) {
+          var close = find(')', q + 2), blank = find(' ', q + 2);
+          if (close > q + 2 && (blank < 0 || blank > close)) {
+            var url = text.slice(q + 2, close), label = text.slice(i + 1, q);
+            if (/^https?:\/\//i.test(url)) {
+              var a = el('a', null, label); a.setAttribute('href', url); a.setAttribute('rel', 'noopener noreferrer nofollow'); a.setAttribute('target', '_blank');
+              emit(i, a); last = close + 1;
+            }
+            i = close + 1; continue;  // another scheme: the whole link stays text
+          }
         }
-        root.appendChild(list); continue;
       }
-      if (!line.trim()) { flush(); i++; continue; }
-      para.push(line); i++;
+      i++;
+    }
+    emit(n);
+  }
+  var FENCE = /^\s*(```+|~~~+)\s*([\w+-]*)/, HEADING = /^(#{1,6})[ \t]+/, RULE = /^\s*([-*_])(\s*\1){2,}\s*$/;
+  var QUOTE = /^\s*>/, ITEM = /^(\s*)([-*+]|\d+[.)])\s+/;
+  function markdown(text, depth) {
+    depth = depth || 0;
+    var root = el('div', 'md');
+    var lines = str(text).split(/\r\n?|\n/);  // CommonMark's line ends; U+2028/2029 are text
+    var i = 0, para = [], m;
+    function flush() { if (para.length) { inline(root.appendChild(el('p')), para.join('\n')); para = []; } }
+    // Each branch below consumes the line it matched (i grows on every pass).
+    while (i < lines.length) {
+      var line = lines[i];
+      if ((m = FENCE.exec(line))) {
+        flush();
+        var fence = m[1], body = [];
+        for (i++; i < lines.length && lines[i].trim().indexOf(fence) !== 0; i++) body.push(lines[i]);
+        i++;  // the closing fence (or past the end)
+        var code = el('code', null, body.join('\n'));
+        if (m[2]) code.dataset.lang = m[2];
+        root.appendChild(add(el('pre'), code));
+      } else if ((m = HEADING.exec(line))) {
+        flush(); inline(root.appendChild(el('h' + Math.min(6, m[1].length + 2))), line.slice(m[0].length)); i++;
+      } else if (RULE.test(line)) {
+        flush(); root.appendChild(el('hr')); i++;
+      } else if (QUOTE.test(line) && depth < MD_DEPTH) {
+        flush(); var quote = [];
+        do quote.push(lines[i++].replace(/^\s*>\s?/, '')); while (i < lines.length && QUOTE.test(lines[i]));
+        add(root, add(el('blockquote'), markdown(quote.join('\n'), depth + 1)));
+      } else if ((m = ITEM.exec(line))) {
+        flush();
+        var list = el(/\d/.test(m[2]) ? 'ol' : 'ul');
+        do {
+          var item = lines[i++].slice(m[0].length).replace(/^\[( |x)\]\s/, function (_, x) { return x === 'x' ? '☑ ' : '☐ '; });
+          inline(list.appendChild(el('li')), item);
+        } while (i < lines.length && (m = ITEM.exec(lines[i])));
+        root.appendChild(list);
+      } else {
+        if (line.trim()) para.push(line); else flush();
+        i++;
+      }
     }
     flush();
     return root;
   }
   function pre(text, cls) { return el('pre', cls || 'code', text); }
-  function pretty(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); } }
+  function pretty(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return str(v); } }
 
   // ---------------------------------------------------------------- entry view
   function ref(id, text) {
     var i = idIndex.get(id);
-    if (i === undefined) return el('span', 'meta-line', text || String(id));
-    var a = el('a', 'ref', text || String(id));
+    if (i === undefined) return el('span', 'meta-line', text || str(id));
+    var a = el('a', 'ref', text || str(id));
     a.dataset.goto = String(i);
     return a;
   }
@@ -225,14 +287,14 @@
     if (!Array.isArray(content)) return;
     content.forEach(function (b) {
       if (!b || typeof b !== 'object') return;
-      if (b.type === 'text') box.appendChild(role === 'toolResult' ? pre(String(b.text || '')) : markdown(String(b.text || '')));
+      if (b.type === 'text') box.appendChild(role === 'toolResult' ? pre(str(b.text || '')) : markdown(str(b.text || '')));
       else if (b.type === 'thinking') {
-        var d = el('details', 'thinking'); add(d, el('summary', null, 'thinking (' + fmt(String(b.thinking || '').length) + ' chars)'), markdown(String(b.thinking || '')));
+        var d = el('details', 'thinking'); add(d, el('summary', null, 'thinking (' + fmt(str(b.thinking || '').length) + ' chars)'), markdown(str(b.thinking || '')));
         box.appendChild(d);
       } else if (b.type === 'toolCall') {
-        var t = el('div', 'tool'); add(t, el('span', 'name', '→ ' + b.name), el('span', 'meta-line', '  ' + (b.id || '')), pre(pretty(b.arguments)));
+        var t = el('div', 'tool'); add(t, el('span', 'name', '→ ' + str(b.name)), el('span', 'meta-line', '  ' + str(b.id || '')), pre(pretty(b.arguments)));
         box.appendChild(t);
-      } else if (b.type === 'image') box.appendChild(el('div', 'pill', '[image ' + (b.mimeType || '') + ']'));
+      } else if (b.type === 'image') box.appendChild(el('div', 'pill', '[image ' + str(b.mimeType || '') + ']'));
       else box.appendChild(pre(pretty(b)));
     });
   }
@@ -246,7 +308,7 @@
     var head = el('div', 'entry-head');
     add(head, el('span', 'kind ' + 'k-' + kind, kind), el('span', 'meta-line', id));
     if (e && e.timestamp) add(head, el('span', 'meta-line', e.timestamp));
-    if (labelOf.has(i)) add(head, el('span', 'pill', 'label: ' + labelOf.get(i)));
+    if (labelOf.has(i)) add(head, el('span', 'pill', 'label: ' + str(labelOf.get(i))));
     if (i === D.leaf) add(head, el('span', 'pill', 'current leaf'));
     if (!onBranch[i]) add(head, el('span', 'pill', 'not on the shown branch'));
     var st = stateOf.get(i);
@@ -259,32 +321,32 @@
       var m = e.message;
       if (m.role === 'toolResult') {
         var t = el('div', 'tool' + (m.isError ? ' error' : ''));
-        add(t, el('span', 'name', '← ' + (m.toolName || '?')), el('span', 'meta-line', '  ' + (m.toolCallId || '') + (m.isError ? '  (error)' : '')));
+        add(t, el('span', 'name', '← ' + str(m.toolName || '?')), el('span', 'meta-line', '  ' + str(m.toolCallId || '') + (m.isError ? '  (error)' : '')));
         renderContent(t, m.content, 'toolResult'); body.appendChild(t);
       } else if (m.role === 'bashExecution') {
-        add(body, pre('$ ' + (m.command || '')), pre(String(m.output || '')));
+        add(body, pre('$ ' + str(m.command || '')), pre(str(m.output || '')));
       } else if (m.role === 'system') {
         if (m.content) renderContent(body, m.content, 'system');
-        if (m.sections && typeof m.sections === 'object') Object.keys(m.sections).forEach(function (k) { add(body, el('h3', null, k), markdown(String(m.sections[k]))); });
+        if (m.sections && typeof m.sections === 'object') Object.keys(m.sections).forEach(function (k) { add(body, el('h3', null, k), markdown(str(m.sections[k]))); });
         if (m.toolsAdded) add(body, el('h3', null, 'tools'), pre(pretty(m.toolsAdded)));
       } else renderContent(body, m.content, m.role);
       if (m.role === 'assistant') {
-        var u = m.usage || {};
-        add(body, el('div', 'meta-line', (m.provider || '?') + '/' + (m.model || '?') + ' · stop ' + (m.stopReason || '?') +
+        var u = m.usage && typeof m.usage === 'object' ? m.usage : {};
+        add(body, el('div', 'meta-line', str(m.provider || '?') + '/' + str(m.model || '?') + ' · stop ' + str(m.stopReason || '?') +
           ' · input ' + fmt(u.input) + ' · output ' + fmt(u.output) + ' · cache read ' + fmt(u.cacheRead) + ' · total ' + fmt(u.totalTokens) +
           (u.cost && u.cost.total ? ' · ' + money(u.cost.total) : '')));
         if (m.errorMessage) add(body, el('div', 'pill error', m.errorMessage));
       }
     } else if (e.type === 'custom_message') {
-      add(body, el('div', 'meta-line', 'custom message [' + e.customType + ']')); renderContent(body, e.content, 'custom');
+      add(body, el('div', 'meta-line', 'custom message [' + str(e.customType) + ']')); renderContent(body, e.content, 'custom');
     } else if (e.type === 'compaction') {
       var k = compactionAt.get(i);
       add(body, el('div', 'meta-line', 'tokens before ' + fmt(e.tokensBefore) + ' · kept from '), null);
       body.lastChild.appendChild(ref(e.firstKeptEntryId));
       if (k !== undefined) { var a = el('a', 'ref', 'what it summarized →'); a.dataset.compaction = String(k); add(body, a); }
-      body.appendChild(markdown(String(e.summary || '')));
+      body.appendChild(markdown(str(e.summary || '')));
     } else if (e.type === 'branch_summary') {
-      add(body, add(el('div', 'meta-line', 'summary of the branch left at '), ref(e.fromId)), markdown(String(e.summary || '')));
+      add(body, add(el('div', 'meta-line', 'summary of the branch left at '), ref(e.fromId)), markdown(str(e.summary || '')));
     } else if (e.type === 'context_edit') {
       add(body, add(el('div', 'meta-line', (e.replacement === null ? 'omits ' : 'replaces the content of ')), ref(e.targetId)));
       if (e.replacement !== null) body.appendChild(pre(pretty(e.replacement)));
@@ -354,7 +416,7 @@
     comps.forEach(function (c) {
       var x = c[1] <= 0 ? L : c[1] >= n ? W - R : (X(c[1] - 1) + X(c[1])) / 2;
       var gm = sv('g', { 'class': 'mark-compaction' + (c[4] ? ' overflow' : '') }, svg);
-      gm.dataset.entry = D.ids[c[0]]; gm.dataset.before = String(c[2]); gm.dataset.after = String(c[3]);
+      gm.dataset.entry = D.ids[c[0]]; gm.dataset.before = str(c[2]); gm.dataset.after = str(c[3]);
       gm.dataset.x = String(x);
       sv('line', { x1: x, x2: x, y1: T, y2: H - B }, gm);
       sv('path', { d: 'M' + (x - 6) + ' ' + T + 'L' + (x + 6) + ' ' + T + 'L' + x + ' ' + (T + 9) + 'Z' }, gm);
@@ -446,14 +508,14 @@
       var h = add(el('h3', null, (pc[4] ? 'Overflow recovery ' : 'Compaction ') + (k + 1) + ' · '), ref(D.ids[c.index]));
       card.appendChild(h);
       var facts = el('div', 'meta-line', 'tokens before ' + fmt(c.tokensBefore) + ' → after ' + fmt(pc[3]) + ' (estimate) · summarized ' + fmt(c.summarized.length) + ' entries · cut point: kept from ');
-      facts.appendChild(c.firstKeptIndex !== null ? ref(c.firstKept) : el('span', null, String(c.firstKept) + ' (nothing kept)'));
+      facts.appendChild(c.firstKeptIndex !== null ? ref(c.firstKept) : el('span', null, str(c.firstKept) + ' (nothing kept)'));
       card.appendChild(facts);
       if (c.usage) {  // what the summary call cost: cache reads vs writes show whether the prompt cache served it
         var u = c.usage, dd = c.details || {}, pcache = dd.promptCache;
-        card.appendChild(el('div', 'meta-line summary-cost', 'summary call' + (dd.summaryModel ? ' by ' + dd.summaryModel : '') +
+        card.appendChild(el('div', 'meta-line summary-cost', 'summary call' + (dd.summaryModel ? ' by ' + str(dd.summaryModel) : '') +
           ': input ' + fmt(u.input || 0) + ' · output ' + fmt(u.output || 0) + ' · cache read ' + fmt(u.cacheRead || 0) +
           ' · cache write ' + fmt(u.cacheWrite || 0) + (u.cost && typeof u.cost.total === 'number' ? ' · ' + money(u.cost.total) : '') +
-          (pcache ? (pcache.reused ? ' · over the session\'s cached prefix' : ' · cached prefix not used: ' + String(pcache.reason || '')) : '')));
+          (pcache ? (pcache.reused ? ' · over the session\'s cached prefix' : ' · cached prefix not used: ' + str(pcache.reason || '')) : '')));
       }
       var sum = el('details'); sum.open = k === D.compactions.length - 1;
       add(sum, el('summary', null, 'summary (' + fmt(c.summary.length) + ' chars)'), markdown(c.summary)); card.appendChild(sum);
@@ -461,13 +523,13 @@
       lb.appendChild(el('strong', null, 'ledger (verified facts)'));
       var any = false;
       if (led.lastUserRequest) { any = true; add(lb, el('div', 'meta-line', 'last user request'), pre(led.lastUserRequest)); }
-      if (led.modifiedFiles && led.modifiedFiles.length) { any = true; add(lb, el('div', 'meta-line', 'modified files'), pre(led.modifiedFiles.join('\n'))); }
-      if (led.errors && led.errors.length) { any = true; add(lb, el('div', 'meta-line', 'errors'), pre(led.errors.join('\n'))); }
+      if (arr(led.modifiedFiles).length) { any = true; add(lb, el('div', 'meta-line', 'modified files'), pre(arr(led.modifiedFiles).map(str).join('\n'))); }
+      if (arr(led.errors).length) { any = true; add(lb, el('div', 'meta-line', 'errors'), pre(arr(led.errors).map(str).join('\n'))); }
       if (!any) lb.appendChild(el('span', 'meta-line', ' — none recorded'));
       card.appendChild(lb);
       var files = c.details || {};
       ['readFiles', 'modifiedFiles'].forEach(function (key) {
-        if (Array.isArray(files[key]) && files[key].length) add(card, el('div', 'meta-line', key + ': ' + files[key].join(', ')));
+        if (Array.isArray(files[key]) && files[key].length) add(card, el('div', 'meta-line', key + ': ' + files[key].map(str).join(', ')));
       });
       var list = el('details', 'summarized'); list.dataset.count = String(c.summarized.length);
       add(list, el('summary', null, 'entries it summarized (' + fmt(c.summarized.length) + ') — click one for its original text'));

@@ -50,3 +50,16 @@ export function contextOfFile(path, leafId) {
   return withLoadedCopy(path, (entries, byId, last) =>
     buildSessionContext(entries, leafId === undefined ? last : leafId, byId));
 }
+
+// What a careful reader checks of a session file, as the reference loads it: ids stored twice,
+// parents that are not stored, and the messages of the context at the last entry (as after open).
+export function treeFacts(path) {
+  return withLoadedCopy(path, (entries, byId, last) => {
+    const ids = entries.filter((e) => e && typeof e.id === "string").map((e) => e.id);
+    const seen = new Set();
+    const duplicates = ids.filter((id) => seen.has(id) || !seen.add(id));
+    const dangling = entries.filter((e) => e && e.parentId && !byId.has(e.parentId)).map((e) => e.id);
+    const context = buildSessionContext(entries, last, byId);
+    return { count: entries.length, duplicates, dangling, messages: context.messages.length };
+  });
+}
