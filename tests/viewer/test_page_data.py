@@ -7,17 +7,16 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from viewer_sessions import EXAMPLE, sessiongen, write_big
 
 from picontext.cli.loading import load_session
 from picontext.session.dropped import dropped_entries
 from picontext.viewer.model import page_data, view_data
-from picontext.viewer.parallel import beside, can_fork
 
 
 def _unpack(packed: bytes) -> bytes:
@@ -55,11 +54,10 @@ def _whitespace_session(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_page_data_is_the_view_and_its_packed_lines(parallel: bool, tmp_path: Path) -> None:
+def test_page_data_is_the_view_and_its_packed_lines(tmp_path: Path) -> None:
     for file in _sessions(tmp_path):
         expected_meta, expected_lines = view_data(load_session(str(file)).file_entries, file_name="f")
-        meta, packed = page_data(load_session(str(file)).file_entries, file_name="f", parallel=parallel)
+        meta, packed = page_data(load_session(str(file)).file_entries, file_name="f", parallel=False)
         assert meta == expected_meta, file
         assert _unpack(packed) == expected_lines, file
 
@@ -78,28 +76,63 @@ def test_dropped_entries_show_the_preview_dropped_gives_them(tmp_path: Path) -> 
     assert meta["previews"][meta["ids"].index("u1")] == "start end of the text"
 
 
+def _in_fresh_process(code: str) -> str:
+    """`code` run by a fresh interpreter (one thread, no children of earlier tests); its stdout."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          timeout=120).stdout
+
+
 def test_beside_runs_the_work_in_another_process() -> None:
-    assert can_fork()  # Linux, and pytest runs the tests in one thread
-    with beside(os.getpid, parallel=True) as result:
-        assert result() != os.getpid()
-
-
-def test_beside_runs_the_work_here_when_the_child_fails_or_when_not_parallel() -> None:
-    parent = os.getpid()
-
-    def only_here() -> int:
-        if os.getpid() != parent:
-            raise RuntimeError("fails in the child")
-        return 7
-
-    with beside(only_here, parallel=True) as result:
-        assert result() == 7
-    with beside(os.getpid, parallel=False) as result:
-        assert result() == parent
+    out = _in_fresh_process(
+        "import os\n"
+        "from picontext.viewer.parallel import beside, can_fork\n"
+        "assert can_fork()\n"
+        "with beside(os.getpid, parallel=True) as result:\n"
+        "    print(result() != os.getpid())\n")
+    assert out == "True\n"
 
 
 def test_leaving_beside_without_the_result_reaps_the_child() -> None:
-    with beside(lambda: b"x" * 10_000_000, parallel=True):
-        pass
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)
+    out = _in_fresh_process(
+        "import os\n"
+        "from picontext.viewer.parallel import beside\n"
+        "with beside(lambda: b'x' * 10_000_000, parallel=True):\n"
+        "    pass\n"
+        "try:\n"
+        "    os.waitpid(-1, os.WNOHANG)\n"
+        "except ChildProcessError:\n"
+        "    print('no child left')\n")
+    assert out == "no child left\n"
+
+
+def test_beside_runs_the_work_here_when_the_child_fails_or_when_not_parallel() -> None:
+    out = _in_fresh_process(
+        "import os\n"
+        "from picontext.viewer.parallel import beside\n"
+        "parent = os.getpid()\n"
+        "def only_here():\n"
+        "    if os.getpid() != parent:\n"
+        "        raise RuntimeError('fails in the child')\n"
+        "    return parent\n"
+        "with beside(only_here, parallel=True) as result:\n"
+        "    print(result() == parent)\n"
+        "with beside(os.getpid, parallel=False) as result:\n"
+        "    print(result() == parent)\n")
+    assert out == "True\nTrue\n"
+
+
+def test_a_forked_export_writes_the_same_page(tmp_path: Path) -> None:
+    """In pytest's process other tests' threads may be running (then `beside` never forks):
+    the forked path is compared in a fresh process."""
+    files = [str(f) for f in _sessions(tmp_path)[:4]]
+    out = _in_fresh_process(
+        "import sys\n"
+        "from picontext.cli.loading import load_session\n"
+        "from picontext.viewer.model import page_data\n"
+        "from picontext.viewer.parallel import can_fork\n"
+        "assert can_fork()\n"
+        f"for f in {files!r}:\n"
+        "    forked = page_data(load_session(f).file_entries, file_name='f', parallel=True)\n"
+        "    here = page_data(load_session(f).file_entries, file_name='f', parallel=False)\n"
+        "    print(forked == here)\n")
+    assert out == "True\n" * len(files)

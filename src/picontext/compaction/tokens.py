@@ -444,7 +444,7 @@ class BranchEstimate:
         self.path.append(entry)
         live = self.live
         kind = entry.get("type") if type(entry) is dict else None
-        if kind in _CONTENT:
+        if type(kind) is str and kind in _CONTENT:  # a list or object is no type (Pi: Set.has)
             live.append(entry, pos)
             key = entry.get("id")
             if self._edit_targets and hashable(key) and key in self._edit_targets:

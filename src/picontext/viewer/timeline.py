@@ -63,8 +63,8 @@ class Timeline:
 
 def _summarized(before: Sequence[Any], after: Sequence[Any]) -> list[Any]:
     kept = {id(e) for e in after}
-    return [e for e in before if id(e) not in kept and field_of(e, "type") in _SUMMARIZABLE
-            and message_role(e) != "system"]
+    return [e for e in before if id(e) not in kept and type(kind := field_of(e, "type")) is str
+            and kind in _SUMMARIZABLE and message_role(e) != "system"]
 
 
 def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | None]) -> Timeline:
