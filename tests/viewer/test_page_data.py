@@ -136,3 +136,19 @@ def test_a_forked_export_writes_the_same_page(tmp_path: Path) -> None:
         "    here = page_data(load_session(f).file_entries, file_name='f', parallel=False)\n"
         "    print(forked == here)\n")
     assert out == "True\n" * len(files)
+
+
+def test_beside_does_not_fork_a_process_with_other_threads() -> None:
+    """A fork copies only the calling thread: a lock another thread holds would stay held in the
+    child forever. With a second thread alive, the work runs in the process itself."""
+    out = _in_fresh_process(
+        "import os, threading\n"
+        "from picontext.viewer.parallel import beside\n"
+        "stop = threading.Event()\n"
+        "other = threading.Thread(target=stop.wait)\n"
+        "other.start()\n"
+        "with beside(os.getpid, parallel=True) as result:\n"
+        "    print(result() == os.getpid())\n"
+        "stop.set()\n"
+        "other.join()\n")
+    assert out == "True\n"
