@@ -152,3 +152,17 @@ def test_beside_does_not_fork_a_process_with_other_threads() -> None:
         "stop.set()\n"
         "other.join()\n")
     assert out == "True\n"
+
+
+def test_the_tree_lists_every_entry_once_even_equal_non_object_entries(tmp_path: Path) -> None:
+    """Pi keeps any non-falsy JSON value as an entry: two lines `5` are two entries (and, in
+    Python, one object), each with its own row."""
+    header = {"type": "session", "version": 3, "id": "019cae3d-5a1b-7c2e-9f10-4b3d2a1c0e91",
+              "timestamp": "2026-03-02T09:14:05.000Z", "cwd": "/tmp"}
+    user = {"type": "message", "id": "u1", "parentId": None, "timestamp": "2026-03-02T09:14:05.000Z",
+            "message": {"role": "user", "content": "hi", "timestamp": 1}}
+    path = tmp_path / "fives.jsonl"
+    path.write_text("\n".join([json.dumps(header), "5", json.dumps(user), "5", "[1]"]) + "\n")
+    meta, _ = page_data(load_session(str(path)).file_entries, parallel=False)
+    assert len(meta["ids"]) == 4
+    assert sorted(meta["order"]) == [0, 1, 2, 3]
