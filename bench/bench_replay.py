@@ -30,7 +30,7 @@ LONG = [FIXTURES / "pi" / "real-before-compaction.jsonl", FIXTURES / "pi" / "rea
 SHORT = [*(FIXTURES / "claude-code" / n for n in ("tool_heavy.jsonl", "subagent.jsonl", "short.jsonl")),
          *sorted((FIXTURES / "swe-agent").glob("*.traj"))]
 KINDS = ("task", "request", "read", "modified", "error", "next")
-ORDER = ("none", "recorded", "mask", "summary-no-ledger", "summary", "mask-then-summary")
+ORDER = ("none", "recorded", "mask", "summary-no-ledger", "summary", "mask-then-summary", "fallback")
 
 
 def run(files: list[Path], *args: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -76,7 +76,8 @@ def table(title: str, records: list[dict[str, Any]]) -> None:
 # A small real model on two shared cores evaluates 15-1000 prompt tokens a second depending on the
 # load: one early cut of each SWE-agent trajectory, small spans.
 LLAMA_ARGS = ("--every", "1500", "--max-cuts", "1", "--keep-recent-tokens", "500", "--reserve-tokens", "640",
-              "--strategy", "none", "--strategy", "mask", "--strategy", "summary-no-ledger", "--strategy", "summary")
+              "--strategy", "none", "--strategy", "mask", "--strategy", "summary-no-ledger", "--strategy", "summary",
+              "--strategy", "fallback")
 TRAJECTORIES = sorted((FIXTURES / "swe-agent").glob("*.traj"))
 
 

@@ -117,6 +117,8 @@ async def test_threshold_reached_before_the_summary_waits_for_it_without_a_secon
     await turns(session, server, 0, 7, total)  # ~2880 after the 7th answer: background starts
     assert len(of(events, "compaction_background_start")) == 1
     await wait_for_requests(server, 8)
+    signals: list[Any] = []  # the run's signal: the wait must take its abort listener off it
+    session.subscribe(lambda e: signals.append(session._signal) if e["type"] == "agent_start" else None)
     server.expect(conversation("answer 7", estimated_tokens(session.manager) + 420))
     prompt = asyncio.ensure_future(session.prompt("question 7 " + "q" * 1600))
     # the 8th answer reports ~3290 > 3000: that turn waits for the held summary
@@ -127,6 +129,7 @@ async def test_threshold_reached_before_the_summary_waits_for_it_without_a_secon
     end = of(events, "compaction_end")
     assert len(end) == 1 and end[0]["waited"] is True and "LATE" in end[0]["result"]["summary"]
     assert sum(is_summary(r) for r in server.requests) == 1
+    assert signals and all(s.listener_count == 0 for s in signals)
 
 
 async def test_a_span_recorded_before_a_crash_is_resumed_in_the_background(
@@ -287,10 +290,10 @@ def test_an_edit_whose_target_is_not_a_string_does_not_break_the_check() -> None
     branch = [{"type": "message", "id": "a", "parentId": None, "timestamp": ts, "message": {"role": "user"}},
               {"type": "context_edit", "id": "b", "parentId": "a", "timestamp": ts, "targetId": ["a"],
                "replacement": None}]
-    runtime: Any = SimpleNamespace(s=SimpleNamespace(manager=SimpleNamespace(get_branch=lambda: branch)))
+    runtime: Any = SimpleNamespace(branch=lambda: branch)
     plan: Any = SimpleNamespace(preparation=SimpleNamespace(first_kept_entry_id="a"))
     job = _Job(plan=plan, task=None, signal=None, leaf_id="a", previous_id=None, summarized=frozenset({"a"}),
-               span_id=None, model_ref=None, tokens=0)
+               span_id=None, model_ref=None, tokens=0, failures=[])
     assert BackgroundCompaction(runtime).invalid_reason(job) is None
     branch[1]["targetId"] = "a"
     assert BackgroundCompaction(runtime).invalid_reason(job) == "an entry it summarizes was edited meanwhile"

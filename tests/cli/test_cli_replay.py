@@ -143,6 +143,21 @@ def test_help_loads_neither_the_importers_nor_the_replay() -> None:
             "    pass\nprint('\\n'.join(sys.modules), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     modules = set(proc.stderr.split())
-    assert "picontext.cli.import_cmds" in modules and "picontext.cli.eval_cmds" in modules
+    assert "picontext.cli.commands" in modules  # where every command registers
+    assert "picontext.cli.import_cmds" not in modules and "picontext.cli.eval_cmds" not in modules
     assert "import" in proc.stdout and "eval" in proc.stdout
     assert not {m for m in modules if m.startswith(("picontext.session.importers", "picontext.compaction.replay"))}
+
+
+def test_the_fallback_strategy_compacts_without_a_model() -> None:
+    """The mechanical summary a compaction falls back to, replayed alone: no summarizer is asked,
+    the context shrinks, and it keeps at least the task and the last request (ledger facts)."""
+    records, _ = replay(str(PI_COMPACTED), "--every", "0", "--strategy", "none", "--strategy", "fallback")
+    fallback = [r for r in records if r["strategy"] == "fallback"]
+    assert len(fallback) == 2 and all(r["error"] is None for r in fallback)
+    none = {r["cut"]: r for r in records if r["strategy"] == "none"}
+    for record in fallback:
+        assert record["summarizer"] == "-" and record["cost"] == 0
+        assert record["tokensAfter"] < none[record["cut"]]["tokensAfter"] / 2
+        by_kind = record["factsByKind"]
+        assert by_kind["request"]["kept"] == by_kind["request"]["total"] >= 1, by_kind

@@ -26,8 +26,10 @@ def _model(llama: LlamaServer, compat: dict[str, Any] | None) -> Any:
     model = {**model, "provider": "llama", "api": "openai-completions", "baseUrl": llama.url + "/v1",
              "name": "smollm2", "reasoning": False, "input": ["text"],
              "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}
-    if compat is not None:
-        model["compat"] = compat
+    # models_json declares serialRequests (what a user of this server should write); the test
+    # decides it, keeping the pinned sampling.
+    sampling = {k: v for k, v in (model.get("compat") or {}).items() if k != "serialRequests"}
+    model["compat"] = {**sampling, **(compat or {})}
     return model
 
 

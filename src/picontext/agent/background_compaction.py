@@ -33,23 +33,21 @@ threshold; until two turns have been seen, nothing starts early.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
-from picontext.ai.event_stream import AbortSignal
-from picontext.compaction.fallback import AttemptFailure, summarize_with_fallback
-from picontext.compaction.resumable import end_span, record_span, span_details
-from picontext.compaction.summarize import SummaryResult, history_max_tokens
+from picontext.agent.host import BackgroundHost, CompactionPlan
+from picontext.ai.event_stream import AbortSignal, wait_unless_aborted
+from picontext.compaction.fallback import AttemptFailure
+from picontext.compaction.resumable import span_details
+from picontext.compaction.summarize import SummaryResult
 from picontext.compaction.summary_model import summarizer_ref, with_summary_model
 from picontext.session.projection import field_of
-
-if TYPE_CHECKING:
-    from picontext.agent.compaction_runtime import CompactionRuntime, _Plan
 
 __all__ = ["PRIOR_SUMMARY_TURNS", "BackgroundCompaction", "Pace"]
 
@@ -108,7 +106,7 @@ class Pace:
 
 @dataclasses.dataclass(slots=True)
 class _Job:
-    plan: _Plan
+    plan: CompactionPlan
     task: asyncio.Task[SummaryResult]
     signal: AbortSignal
     leaf_id: str | None
@@ -124,10 +122,12 @@ class _Job:
 
 
 class BackgroundCompaction:
-    """At most one background summary per session (`job`); counters for tests and benchmarks."""
+    """At most one background summary per session (`job`); counters for tests and benchmarks.
 
-    def __init__(self, runtime: CompactionRuntime) -> None:
-        self.rt = runtime
+    It sees the blocking runtime only as a `BackgroundHost` (agent/host.py)."""
+
+    def __init__(self, host: BackgroundHost) -> None:
+        self.host = host
         self.job: _Job | None = None
         self.started = 0
         self.applied = 0
@@ -142,21 +142,33 @@ class BackgroundCompaction:
 
     @property
     def enabled(self) -> bool:
-        settings = self.rt.settings()
+        settings = self.host.settings()
         mark = settings.background_tokens
-        return settings.enabled and (mark == "auto" or mark > 0) and self.rt.threshold() is not None
+        return settings.enabled and (mark == "auto" or mark > 0) and self.host.threshold() is not None
+
+    @property
+    def active(self) -> bool:
+        return self.job is not None
+
+    def compacted(self) -> None:
+        self.paused = False
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        began = self.clock()
+        yield
+        self.pace.summary_took(self.clock() - began)
 
     def mark(self) -> int | None:
         """Tokens above which a summary starts: the setting, or the learned one ("auto"; None
         while too little is known)."""
-        settings = self.rt.settings()
+        settings = self.host.settings()
         if settings.background_tokens != "auto":
             return settings.background_tokens
-        threshold = self.rt.threshold()
+        threshold = self.host.threshold()
         if threshold is None:
             return None
-        budget = history_max_tokens(settings.reserve_tokens, int(self.rt.s.model.get("maxTokens") or 0))
-        return self.pace.mark(threshold, settings.keep_recent_tokens + budget)
+        return self.pace.mark(threshold, settings.keep_recent_tokens + self.host.summary_budget())
 
     @property
     def ready(self) -> bool:
@@ -171,7 +183,7 @@ class BackgroundCompaction:
             if self.job.task.done():
                 return await self._apply(waited=False)
             return False
-        if not self.enabled or self.paused or self.rt.running:
+        if not self.enabled or self.paused or self.host.running:
             return False
         mark = self.mark()
         if mark is not None and tokens > mark:
@@ -189,31 +201,22 @@ class BackgroundCompaction:
         was_ready = job.task.done()
         if not was_ready:
             self.waited += 1
-            aborted = asyncio.Event()
-            if signal is not None:
-                loop = asyncio.get_running_loop()
-                signal.add_listener(lambda: loop.call_soon_threadsafe(aborted.set))
-            waiter = asyncio.ensure_future(aborted.wait())
-            try:
-                await asyncio.wait({job.task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            if not job.task.done():
+            if not await wait_unless_aborted(job.task, signal):
                 return False  # the run was aborted; the job keeps going for the next boundary
         return await self._apply(waited=not was_ready)
 
     # -- start, apply, discard -------------------------------------------------------------------
 
-    async def start(self, tokens: int, plan: _Plan | None = None, span_id: str | None = None, *,
+    async def start(self, tokens: int, plan: CompactionPlan | None = None, span_id: str | None = None, *,
                     mark: int | None = None) -> bool:
         """Plan now (or take `plan`, e.g. a resumed span) and start the summary task."""
+        host = self.host
         if plan is None:
-            plan, _why = self.rt.plan("threshold")
+            plan, _why = host.plan("threshold")
             if plan is None or plan.masks:  # a kept part that needs shortening: the blocking path does it
                 return False
-        host = self.rt.s
         try:
-            completion = self.rt.completion()
+            completion = host.completion()
         except Exception as exc:  # e.g. compaction.model names a model without a key: say so, stop trying
             self.discarded += 1
             self.paused = True
@@ -223,18 +226,15 @@ class BackgroundCompaction:
         model_ref = summarizer_ref(completion)
         prep = plan.preparation
         if span_id is None and plan.settings.resumable:
-            span_id = record_span(host.manager, prep, plan.settings, reason="threshold", model=model_ref)
+            span_id = await host.record_span(plan, reason="threshold", model=model_ref)
         signal = AbortSignal()
         failures: list[AttemptFailure] = []
         # One checked attempt, no retry and no mechanical summary: a failed background summary
         # falls to the blocking path when the threshold is reached, which retries and falls back.
-        task = asyncio.ensure_future(summarize_with_fallback(
-            prep, completion, reserve_tokens=plan.settings.reserve_tokens, thinking_level=host.thinking_level,
-            signal=signal, prompt_cache=self.rt.prompt_cache(plan, completion),
-            timeout_ms=plan.settings.summary_timeout_ms, retry=False, fallback=False,
+        task = asyncio.ensure_future(host.summary_request(
+            plan, completion, signal, reason="threshold", background=True,
             on_failure=lambda failure: failures.append(AttemptFailure(
                 failure.attempt, failure.kind, failure.error, "blocking", failure.usage)),
-            on_progress=self.rt.progress("threshold", background=True),
         ))
         started = self.clock()
 
@@ -247,7 +247,7 @@ class BackgroundCompaction:
         summarized = frozenset(
             str(field_of(item.source_entry, "id")) for item in prep.projection.entries[: prep.first_kept_entry_index]
         )
-        self.job = _Job(plan, task, signal, host.manager.get_leaf_id(),
+        self.job = _Job(plan, task, signal, host.leaf_id(),
                         field_of(previous, "id") if previous is not None else None, summarized, span_id, model_ref,
                         tokens, failures)
         self.started += 1
@@ -259,7 +259,7 @@ class BackgroundCompaction:
 
     def invalid_reason(self, job: _Job) -> str | None:
         """Why the job's summary no longer fits the branch, or None when it can be applied."""
-        branch = self.rt.s.manager.get_branch()
+        branch = self.host.branch()
         ids = [field_of(e, "id") for e in branch]
         if job.leaf_id is not None and job.leaf_id not in ids:
             return "the conversation moved to another branch"
@@ -291,24 +291,24 @@ class BackgroundCompaction:
             return False
         result = job.task.result()
         details = with_summary_model(span_details(result.details, job.span_id), job.model_ref)
-        await self.rt.s.emit({"type": "compaction_start", "reason": "threshold", "background": True})
-        entry_id = self.rt.s.manager.append_compaction(result.summary, result.first_kept_entry_id,
-                                                       result.tokens_before, details, usage=result.usage)
+        await self.host.emit({"type": "compaction_start", "reason": "threshold", "background": True})
+        entry_id = await self.host.append_compaction(result.summary, result.first_kept_entry_id,
+                                                     result.tokens_before, details, result.usage)
         self.applied += 1
-        await self.rt.announce("threshold", False, entry_id, result.summary, result.first_kept_entry_id,
+        await self.host.announce("threshold", False, entry_id, result.summary, result.first_kept_entry_id,
                                result.tokens_before, details, result.usage, from_extension=False,
                                extra={"background": True, "waited": waited})
         return True
 
     async def _discard(self, job: _Job, reason: str) -> None:
         for failure in job.failures:  # ours: a failed attempt leaves its record, as on the blocking path
-            self.rt.record_failure(failure, job.plan.preparation, "background", job.model_ref)
+            await self.host.record_failure(failure, job.plan.preparation, "background", job.model_ref)
         job.failures.clear()
         self.discarded += 1
         self.paused = True
         if job.span_id is not None:
-            end_span(self.rt.s.manager, job.span_id, "discarded")
-        await self.rt.s.emit({"type": "compaction_background_discarded", "reason": reason,
+            await self.host.end_span(job.span_id, "discarded")
+        await self.host.emit({"type": "compaction_background_discarded", "reason": reason,
                               "discarded": self.discarded})
 
     async def cancel(self, reason: str) -> None:

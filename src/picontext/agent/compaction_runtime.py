@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal
 
-from picontext.agent.background_compaction import BackgroundCompaction
 from picontext.agent.compaction_loop import CompactionLoopGuard
 from picontext.agent.events import CompactionReason
-from picontext.ai.event_stream import AbortSignal
+from picontext.agent.hooks import call_handler, handler_name
+from picontext.agent.host import BackgroundHost, BackgroundSummaries, CompactionHost, CompactionPlan
+from picontext.ai.event_stream import AbortSignal, aborts_with, wait_unless_aborted
 from picontext.ai.overflow import is_context_overflow, is_recoverable_length, reports_usage
 from picontext.ai.retrying import RetryCallbacks
 from picontext.compaction.calibration import calibrated_projected_tokens, dense_tokens, learn_ratios, samples
@@ -46,6 +48,7 @@ from picontext.compaction.completion import Completion, StreamCompletion
 from picontext.compaction.fallback import (
     FAILURE_TYPE,
     AttemptFailure,
+    OnFailure,
     failure_data,
     fallback_notice,
     summarize_with_fallback,
@@ -58,6 +61,7 @@ from picontext.compaction.settings import CompactionSettings, model_key
 from picontext.compaction.summarize import (
     ProgressCallback,
     SummaryProgress,
+    SummaryResult,
     history_max_tokens,
 )
 from picontext.compaction.summary_model import summarizer_ref, summary_completion, with_summary_model
@@ -70,11 +74,8 @@ from picontext.compaction.tokens import (
     should_compact,
 )
 from picontext.errors import CompactionError, NothingToCompact
-from picontext.session.projection import field_of
+from picontext.session.projection import entry_time_ms, field_of
 from picontext.session.system_prompt import get_current_system_message
-
-if TYPE_CHECKING:
-    from picontext.agent.host import CompactionHost
 
 __all__ = [
     "OVERFLOW_RECOVERY_FAILED",
@@ -98,26 +99,19 @@ class CompactionCancelled(CompactionError):
         self.by_extension = by_extension
 
 
-@dataclasses.dataclass(slots=True)
-class _Plan:
-    preparation: CompactionPreparation
-    settings: CompactionSettings
-    predicted_after: int
-    span_id: str | None = None
-    """A resumed span (compaction.resumable): the compaction closes this one instead of recording a new one."""
-    masks: list[MaskEdit] = dataclasses.field(default_factory=list)
-    """Ours: kept tool results too large for any cut to leave out, shortened by context edits
-    appended with the compaction entry (`mask.plan_kept_masks`)."""
-
-
 class CompactionRuntime:
     """Compaction state of one session: the one-shot overflow fuse, the active controller, the
     anti-thrash back-off and agent-requested compactions.
 
     Invariant: at most one compaction runs at a time (`controller` is set while it runs).
+
+    `background` builds the background summaries (`BackgroundCompaction`) over this runtime, seen
+    as its `BackgroundHost`; the runtime sees them only as `BackgroundSummaries` (agent/host.py).
+    Every write it makes from async code goes through the store's non-blocking writer section.
     """
 
-    def __init__(self, session: CompactionHost) -> None:
+    def __init__(self, session: CompactionHost,
+                 background: Callable[[BackgroundHost], BackgroundSummaries]) -> None:
         self.s = session
         self.fuse = False
         """Pi `_overflowRecoveryAttempted`: one compact-and-retry per user message."""
@@ -128,7 +122,7 @@ class CompactionRuntime:
         self.requested: str | None = None
         """Instructions of a compaction the agent asked for (request_compaction tool); "" = none given."""
         self._skipped_at: int | None = None
-        self.background = BackgroundCompaction(self)
+        self.background = background(self)
         self.loop_guard = CompactionLoopGuard()
         self._resume_checked = False
 
@@ -179,8 +173,6 @@ class CompactionRuntime:
         position = self._branch_position(self.s.entry_id_of(message))
         if position is None:  # not persisted (or not on this branch): fall back to time
             compaction = self.s.manager.branch_view()[compaction_at]
-            from picontext.session.projection import entry_time_ms
-
             return bool((message.get("timestamp") or 0) <= entry_time_ms(compaction))
         return position < compaction_at
 
@@ -188,6 +180,47 @@ class CompactionRuntime:
         if entry_id is None:
             return True
         return self.s.manager.contributes_to_context(entry_id)
+
+    async def emit(self, event: Any) -> None:
+        await self.s.emit(event)
+
+    def leaf_id(self) -> str | None:
+        return self.s.manager.get_leaf_id()
+
+    def branch(self) -> list[Any]:
+        return self.s.manager.get_branch()
+
+    def summary_budget(self) -> int:
+        return history_max_tokens(self.settings().reserve_tokens, int(self.s.model.get("maxTokens") or 0))
+
+    # -- writes (from async code: in the store's writer section, whose wait yields to the loop) ----
+
+    async def record_span(self, plan: CompactionPlan, *, reason: CompactionReason, model: str | None,
+                          instructions: str | None = None) -> str:
+        async with self.s.manager.aexclusive(strict=False):
+            return record_span(self.s.manager, plan.preparation, plan.settings, reason=reason,
+                               instructions=instructions, model=model)
+
+    async def end_span(self, span_id: str, outcome: str) -> None:
+        async with self.s.manager.aexclusive(strict=False):
+            end_span(self.s.manager, span_id, outcome)
+
+    async def record_failure(self, failure: AttemptFailure, prep: CompactionPreparation, reason: str,
+                             model_ref: str | None) -> None:
+        """Ours: the durable record of one failed summary attempt (a custom entry Pi ignores)."""
+        async with self.s.manager.aexclusive(strict=False):
+            self.s.manager.append_custom_entry(FAILURE_TYPE, failure_data(failure, prep, reason=reason,
+                                                                          model=model_ref))
+
+    async def append_compaction(self, summary: str, first_kept: str, tokens_before: int, details: Any, usage: Any,
+                                *, masks: list[MaskEdit] | None = None, from_hook: bool = False) -> str:
+        """The compaction entry (after the context edits of `masks`), in one writer section."""
+        manager = self.s.manager
+        async with manager.aexclusive(strict=False):
+            if masks:
+                apply_masks(manager, masks)
+            return manager.append_compaction(summary, first_kept, tokens_before, details, from_hook=from_hook,
+                                             usage=usage)
 
     # -- check A -------------------------------------------------------------------------------
 
@@ -228,7 +261,7 @@ class CompactionRuntime:
             return False
         self._resume_checked = True
         settings = self.settings()
-        if not settings.resumable or self.running or self.background.job is not None:
+        if not settings.resumable or self.running or self.background.active:
             return False
         # The scan stops at the newest compaction: through the lazy view it parses only the
         # entries after it; the whole branch is materialised only when there is a span to resume.
@@ -237,9 +270,9 @@ class CompactionRuntime:
             return False
         prep = resume_preparation(self.s.manager.get_branch(), pending)
         if prep is None:
-            end_span(self.s.manager, pending.entry_id, "invalid")
+            await self.end_span(pending.entry_id, "invalid")
             return False
-        plan = _Plan(prep, pending.settings, self._predict_after(prep), pending.entry_id)
+        plan = CompactionPlan(prep, pending.settings, self._predict_after(prep), pending.entry_id)
         if self.background.enabled:
             await self.background.start(int(prep.tokens_before), plan, pending.entry_id)
             return False
@@ -375,7 +408,7 @@ class CompactionRuntime:
             client=options.client, callbacks=self._retry_callbacks(source),
         )
 
-    def prompt_cache(self, plan: _Plan, completion: Completion) -> CachedPrefix | str | None:
+    def prompt_cache(self, plan: CompactionPlan, completion: Completion) -> CachedPrefix | str | None:
         """Ours (compaction.reusePromptCache): the session's last request to send the summary
         over, or why not; None when the setting is off (Pi's request, byte for byte)."""
         if not plan.settings.reuse_prompt_cache:
@@ -412,7 +445,7 @@ class CompactionRuntime:
             tokens += sum(estimate_tokens(m) for m in item.messages if field_of(m, "role") != "system")
         return tokens
 
-    def plan(self, reason: CompactionReason) -> tuple[_Plan | None, str | None]:
+    def plan(self, reason: CompactionReason) -> tuple[CompactionPlan | None, str | None]:
         """The preparation to use, or None and one line saying why nothing can be compacted."""
         manager = self.s.manager
         branch = manager.get_branch()
@@ -421,12 +454,12 @@ class CompactionRuntime:
         threshold = self.threshold()
         if threshold is None:
             if prep is not None:
-                return _Plan(prep, settings, self._predict_after(prep)), None
+                return CompactionPlan(prep, settings, self._predict_after(prep)), None
             return None, self._nothing_reason(branch)
         if prep is not None:
             predicted = self._predict_after(prep)
             if predicted < threshold:
-                return _Plan(prep, settings, predicted), None
+                return CompactionPlan(prep, settings, predicted), None
         # Ours: re-plan with a smaller kept tail (small windows, oversized recent content).
         candidates = [(prep, settings)] if prep is not None else []
         if threshold > 0:
@@ -438,7 +471,7 @@ class CompactionRuntime:
                 if retry is not None:
                     predicted = self._predict_after(retry)
                     if predicted < threshold:
-                        return _Plan(retry, smaller, predicted), None
+                        return CompactionPlan(retry, smaller, predicted), None
                     candidates.append((retry, smaller))
         # Ours: no cut leaves enough out (a huge tool output in the newest turn, with no cut
         # point after it): shorten the kept part's largest tool results as well.
@@ -447,9 +480,10 @@ class CompactionRuntime:
             predicted = self._predict_after(candidate)
             masks = plan_kept_masks(candidate.projection, candidate.first_kept_entry_index, predicted - target)
             if masks:
-                return _Plan(candidate, used, predicted - sum(m.tokens_saved for m in masks), masks=masks), None
+                saved = sum(m.tokens_saved for m in masks)
+                return CompactionPlan(candidate, used, predicted - saved, masks=masks), None
         if prep is not None and reason in ("overflow", "manual"):
-            return _Plan(prep, settings, self._predict_after(prep)), None
+            return CompactionPlan(prep, settings, self._predict_after(prep)), None
         if prep is None:
             return None, self._nothing_reason(branch)
         predicted = self._predict_after(prep)
@@ -490,7 +524,7 @@ class CompactionRuntime:
             if reason == "threshold" and tokens is not None:
                 await self._skip(reason, tokens, f"Auto-compaction skipped: {why}")
             elif reason != "threshold":  # ours: recovery always ends with a paired start/end
-                await self._start(reason, None)
+                await self._start(reason)
                 await self._fail(reason, NothingToCompact(why or "Nothing to compact"), aborted=False,
                                  from_extension=False)
             return False
@@ -514,16 +548,14 @@ class CompactionRuntime:
         self.loop_guard.reset()
         plan, why = self.plan("manual")
         if plan is None:
-            await self._start("manual", None)
+            await self._start("manual")
             error: Exception = NothingToCompact(why or "Nothing to compact (session too small)")
             await self._fail("manual", error, aborted=False, from_extension=False)
             raise error
         return await self._compact("manual", False, plan, instructions, None)
 
-    async def _start(self, reason: CompactionReason, parent: AbortSignal | None) -> AbortSignal:
+    async def _start(self, reason: CompactionReason) -> AbortSignal:
         controller = AbortSignal()
-        if parent is not None:
-            parent.add_listener(lambda: controller.abort("aborted"))
         self.controller, self.reason = controller, reason
         await self.s.emit({"type": "compaction_start", "reason": reason})
         return controller
@@ -532,11 +564,18 @@ class CompactionRuntime:
         self,
         reason: CompactionReason,
         will_retry: bool,
-        plan: _Plan,
+        plan: CompactionPlan,
         instructions: str | None,
         parent: AbortSignal | None,
     ) -> dict[str, Any]:
-        controller = await self._start(reason, parent)
+        controller = await self._start(reason)
+        with aborts_with(parent, controller):  # the run's abort stops the compaction, and only while it runs
+            return await self._compact_under(reason, will_retry, plan, instructions, controller)
+
+    async def _compact_under(
+        self, reason: CompactionReason, will_retry: bool, plan: CompactionPlan, instructions: str | None,
+        controller: AbortSignal,
+    ) -> dict[str, Any]:
         prep = plan.preparation
         from_extension = False
         span_id = plan.span_id
@@ -555,33 +594,28 @@ class CompactionRuntime:
                 tokens_before = int(supplied.get("tokensBefore", prep.tokens_before))
                 details, usage = supplied.get("details"), supplied.get("usage")
                 if span_id is not None:  # a hook wrote it: the recorded span is not what was appended
-                    end_span(self.s.manager, span_id, "replaced")
+                    await self.end_span(span_id, "replaced")
                     span_id = None
             else:
                 completion = self.completion()
                 if span_id is None and plan.settings.resumable:
-                    span_id = record_span(self.s.manager, prep, plan.settings, reason=reason,
-                                          instructions=instructions, model=summarizer_ref(completion))
-                began = self.background.clock()
-                result = await self._summarize(plan, instructions, controller, completion, reason)
-                self.background.pace.summary_took(self.background.clock() - began)  # for backgroundTokens "auto"
+                    span_id = await self.record_span(plan, reason=reason, instructions=instructions,
+                                                     model=summarizer_ref(completion))
+                with self.background.timing():  # for backgroundTokens "auto"
+                    result = await self._summarize(plan, instructions, controller, completion, reason)
                 summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
                 usage = result.usage
                 details = with_summary_model(span_details(result.details, span_id), summarizer_ref(completion))
             if controller.aborted:
                 raise CompactionCancelled()
-            async with self.s.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
-                if plan.masks:
-                    apply_masks(self.s.manager, plan.masks)
-                entry_id = self.s.manager.append_compaction(
-                    summary, first_kept, tokens_before, details, from_hook=from_extension, usage=usage
-                )
+            entry_id = await self.append_compaction(summary, first_kept, tokens_before, details, usage,
+                                                    masks=plan.masks, from_hook=from_extension)
         except Exception as exc:
             aborted = isinstance(exc, CompactionCancelled) or controller.aborted
             by_ext = isinstance(exc, CompactionCancelled) and exc.by_extension
             self.controller = self.reason = None
             if span_id is not None:
-                end_span(self.s.manager, span_id, "aborted" if aborted else "failed")
+                await self.end_span(span_id, "aborted" if aborted else "failed")
             await self._fail(reason, exc, aborted=aborted, from_extension=from_extension or by_ext)
             if isinstance(exc, CompactionCancelled) or not aborted:
                 raise
@@ -597,7 +631,7 @@ class CompactionRuntime:
         `session_compact` hook and the `compaction_end` event; returns the CompactionResult."""
         after = estimated_tokens(self.s.manager)
         self._after_success(reason, after)
-        self.background.paused = False
+        self.background.compacted()
         entry = self.s.manager.get_entry(entry_id)
         await self.s.run_hook("session_compact", {
             "compactionEntry": entry, "fromExtension": from_extension, "reason": reason, "willRetry": will_retry,
@@ -641,11 +675,6 @@ class CompactionRuntime:
         margin = max(self.settings().keep_recent_tokens // 2, self.window() // 10, 1)
         self.backoff_until = after + margin
 
-    def record_failure(self, failure: AttemptFailure, prep: CompactionPreparation, reason: str,
-                       model_ref: str | None) -> None:
-        """Ours: the durable record of one failed summary attempt (a custom entry Pi ignores)."""
-        self.s.manager.append_custom_entry(FAILURE_TYPE, failure_data(failure, prep, reason=reason, model=model_ref))
-
     def progress(self, reason: CompactionReason, *, background: bool) -> ProgressCallback:
         """Ours: each finished request of a summary written in several (a span over the
         summarizer's window) as a `compaction_progress` event."""
@@ -659,27 +688,32 @@ class CompactionRuntime:
 
         return report
 
-    async def _summarize(self, plan: _Plan, instructions: str | None, controller: AbortSignal,
-                         completion: Completion, reason: CompactionReason) -> Any:
-        level = self.s.thinking_level
+    def summary_request(self, plan: CompactionPlan, completion: Completion, signal: AbortSignal, *,
+                        reason: CompactionReason, background: bool, on_failure: OnFailure,
+                        instructions: str | None = None) -> Coroutine[Any, Any, SummaryResult]:
+        """The summary of `plan`. A background one is a single checked attempt (no retry, no
+        mechanical summary): when it fails, the blocking path retries and falls back."""
         settings = plan.settings
-        task = asyncio.ensure_future(summarize_with_fallback(
+        return summarize_with_fallback(
             plan.preparation, completion, reserve_tokens=settings.reserve_tokens, instructions=instructions,
-            thinking_level=level, signal=controller, prompt_cache=self.prompt_cache(plan, completion),
-            timeout_ms=settings.summary_timeout_ms, fallback=settings.fallback_summary,
-            on_failure=lambda failure: self.record_failure(failure, plan.preparation, reason,
-                                                           summarizer_ref(completion)),
-            on_progress=self.progress(self.reason or "manual", background=False),
+            thinking_level=self.s.thinking_level, signal=signal, prompt_cache=self.prompt_cache(plan, completion),
+            timeout_ms=settings.summary_timeout_ms, retry=not background,
+            fallback=settings.fallback_summary and not background, on_failure=on_failure,
+            on_progress=self.progress(reason, background=background),
+        )
+
+    async def _summarize(self, plan: CompactionPlan, instructions: str | None, controller: AbortSignal,
+                         completion: Completion, reason: CompactionReason) -> SummaryResult:
+        model_ref = summarizer_ref(completion)
+
+        async def recorded(failure: AttemptFailure) -> None:
+            await self.record_failure(failure, plan.preparation, reason, model_ref)
+
+        task = asyncio.ensure_future(self.summary_request(
+            plan, completion, controller, reason=reason, background=False, on_failure=recorded,
+            instructions=instructions,
         ))
-        aborted = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        controller.add_listener(lambda: loop.call_soon_threadsafe(aborted.set))
-        waiter = asyncio.ensure_future(aborted.wait())
-        try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        if not task.done():  # race every await with the signal (spec 03 §12 item 18)
+        if not await wait_unless_aborted(task, controller):  # race every await with the signal (spec 03 §12 item 18)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             raise CompactionCancelled()
@@ -697,13 +731,11 @@ class CompactionRuntime:
             "reason": reason, "willRetry": will_retry, "signal": signal,
         }
         supplied: dict[str, Any] | None = None
-        from picontext.agent.hooks import _call, _name
-
         for fn in hooks.handlers("session_before_compact"):
             try:
-                result = await _call(fn, event)
+                result = await call_handler(fn, event)
             except Exception as exc:
-                await self.s.report_hook_error(_name(fn), "session_before_compact", exc)
+                await self.s.report_hook_error(handler_name(fn), "session_before_compact", exc)
                 continue
             if not isinstance(result, dict) or not result:
                 continue

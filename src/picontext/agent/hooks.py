@@ -54,6 +54,8 @@ __all__ = [
     "Hooks",
     "ToolCallDecision",
     "ToolCallInfo",
+    "call_handler",
+    "handler_name",
     "load_entry_point_hooks",
 ]
 
@@ -96,12 +98,14 @@ class HookError:
     error: str
 
 
-def _name(fn: Callable[..., Any]) -> str:
+def handler_name(fn: Callable[..., Any]) -> str:
+    """How a hook is named in `extension_error` events: module and qualified name."""
     module = getattr(fn, "__module__", None) or "?"
     return f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+async def call_handler(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync or async hook; its result (awaited when it is awaitable)."""
     value = fn(*args)
     if inspect.isawaitable(value):
         value = await value
@@ -141,9 +145,9 @@ class Hooks:
         errors: list[HookError] = []
         for fn in self.handlers("context"):
             try:
-                result = await _call(fn, current)
+                result = await call_handler(fn, current)
             except Exception as exc:
-                errors.append(HookError(_name(fn), "context", f"{type(exc).__name__}: {exc}"))
+                errors.append(HookError(handler_name(fn), "context", f"{type(exc).__name__}: {exc}"))
                 continue
             if isinstance(result, list):
                 current = result
@@ -154,9 +158,9 @@ class Hooks:
         errors: list[HookError] = []
         for fn in self.handlers("tool_call"):
             try:
-                decision = await _call(fn, call)
+                decision = await call_handler(fn, call)
             except Exception as exc:
-                errors.append(HookError(_name(fn), "tool_call", f"{type(exc).__name__}: {exc}"))
+                errors.append(HookError(handler_name(fn), "tool_call", f"{type(exc).__name__}: {exc}"))
                 continue
             if isinstance(decision, ToolCallDecision) and decision.block:
                 return decision, errors
@@ -168,9 +172,9 @@ class Hooks:
         errors: list[HookError] = []
         for fn in self.handlers("tool_result"):
             try:
-                replaced = await _call(fn, call, result)
+                replaced = await call_handler(fn, call, result)
             except Exception as exc:
-                errors.append(HookError(_name(fn), "tool_result", f"{type(exc).__name__}: {exc}"))
+                errors.append(HookError(handler_name(fn), "tool_result", f"{type(exc).__name__}: {exc}"))
                 continue
             if isinstance(replaced, AgentToolResult):
                 result = replaced
@@ -183,9 +187,9 @@ class Hooks:
         errors: list[HookError] = []
         for fn in self.handlers(event):
             try:
-                results.append(await _call(fn, *args))
+                results.append(await call_handler(fn, *args))
             except Exception as exc:
-                errors.append(HookError(_name(fn), event, f"{type(exc).__name__}: {exc}"))
+                errors.append(HookError(handler_name(fn), event, f"{type(exc).__name__}: {exc}"))
         return results, errors
 
 

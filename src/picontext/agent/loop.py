@@ -49,7 +49,7 @@ from picontext.agent.types import (
     TurnContext,
     tool_declaration,
 )
-from picontext.ai.event_stream import AbortSignal
+from picontext.ai.event_stream import AbortSignal, wait_unless_aborted
 from picontext.ai.models import Model
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import StreamFunction, stream
@@ -480,17 +480,8 @@ class _Run:
     async def guarded(self, tool: AgentTool, call_id: str, args: dict[str, Any], on_update: Any) -> AgentToolResult:
         """Run a tool; failures become error results; after an abort it gets `abort_grace` seconds."""
         task = asyncio.ensure_future(tool.execute(call_id, args, self.signal, on_update))
-        aborted = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_abort() -> None:
-            loop.call_soon_threadsafe(aborted.set)
-
-        self.signal.add_listener(on_abort)
-        waiter = asyncio.ensure_future(aborted.wait())
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():
+            if not await wait_unless_aborted(task, self.signal):
                 await asyncio.wait({task}, timeout=self.config.abort_grace)
             if not task.done():
                 task.cancel()
@@ -506,8 +497,6 @@ class _Run:
                 return AgentToolResult.text(f"Tool {tool.name!r} returned {type(result).__name__}", is_error=True)
             return result
         finally:
-            self.signal.remove_listener(on_abort)
-            waiter.cancel()
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

@@ -118,19 +118,20 @@ async def navigate_tree(
         summary_text = None
     new_leaf, editor_text = _new_leaf_and_text(target)
     summary_entry = None
-    if summary_text is not None:
-        entry_id = manager.branch_with_summary(new_leaf, summary_text, details, from_hook=from_hook or None,
-                                               usage=usage)
-        if label:
-            manager.append_label_change(entry_id, label)
-        summary_entry = manager.get_entry(entry_id)
-    else:
-        if new_leaf is None:
-            manager.reset_leaf()
+    async with manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+        if summary_text is not None:
+            entry_id = manager.branch_with_summary(new_leaf, summary_text, details, from_hook=from_hook or None,
+                                                   usage=usage)
+            if label:
+                manager.append_label_change(entry_id, label)
+            summary_entry = manager.get_entry(entry_id)
         else:
-            manager.branch(new_leaf)
-        if label:
-            manager.append_label_change(target_id, label)
+            if new_leaf is None:
+                manager.reset_leaf()
+            else:
+                manager.branch(new_leaf)
+            if label:
+                manager.append_label_change(target_id, label)
     payload: dict[str, Any] = {"newLeafId": manager.get_leaf_id(), "oldLeafId": old_leaf,
                                "summaryEntry": summary_entry}
     if summary_entry is not None:

@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from picontext.ai.event_stream import AbortSignal
+from picontext.ai.event_stream import AbortSignal, aborts_with
 from picontext.ai.retry import RetryPolicy, is_retryable_error
 from picontext.ai.retrying import RetryAfterSink, capture_retry_after, plan_retry, sleep_unless_aborted
 
@@ -102,12 +102,10 @@ class RetryRuntime:
             **({"serverRequested": True} if wait.server_requested else {}),
         })
         await self.s.omit([message])
-        sleeping = AbortSignal()
-        if signal is not None:
-            signal.add_listener(lambda: sleeping.abort("aborted"))
-        self.sleeping = sleeping
+        self.sleeping = sleeping = AbortSignal()
         try:
-            completed = await sleep_unless_aborted(self._sleep, wait.delay_ms / 1000, sleeping)
+            with aborts_with(signal, sleeping):
+                completed = await sleep_unless_aborted(self._sleep, wait.delay_ms / 1000, sleeping)
         finally:
             self.sleeping = None
         if not completed:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from picontext._clock import Clock, SystemClock
+from picontext.agent.background_compaction import BackgroundCompaction
 from picontext.agent.compaction_runtime import CompactionRuntime
 from picontext.agent.events import AgentEvent
 from picontext.agent.hooks import Hooks
@@ -153,7 +154,7 @@ class AgentSession:
         self.retry_policy = retry or retry_policy_from_settings(self.settings.data)
         self.summarizer = summarizer
         self.last_request: SessionRequest | None = None
-        self.compaction = CompactionRuntime(self)
+        self.compaction = CompactionRuntime(self, BackgroundCompaction)
         self.retries = RetryRuntime(self, sleep)
         self.compaction_requests_per_prompt = compaction_requests_per_prompt
         self.compaction_requests_used = 0
@@ -579,9 +580,10 @@ class AgentSession:
         ids: list[str] = []
         for message in messages:
             entry_id = self.entry_id_of(message)
-            if entry_id is None or not self.compaction._is_projected(entry_id):
+            if entry_id is None or not self.manager.contributes_to_context(entry_id):
                 continue
-            edit_id = self.manager.append_context_edit(entry_id, None)
+            async with self.manager.aexclusive(strict=False):  # waiting for the lock yields to the loop
+                edit_id = self.manager.append_context_edit(entry_id, None)
             ids.append(edit_id)
             await self.emit({"type": "entry_appended", "entry": self.manager.get_entry(edit_id)})
         return ids

@@ -26,8 +26,10 @@ from picontext.errors import ConfigError
 
 __all__ = [
     "ENV_API_KEYS",
+    "KEYLESS_PROVIDERS",
     "auth_file",
     "env_var_for",
+    "read_auth",
     "redact_secret",
     "remove_api_key",
     "require_api_key",
@@ -56,7 +58,7 @@ ENV_API_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 # Local servers usually accept any key; a placeholder keeps the Authorization header well-formed.
-_KEYLESS_PROVIDERS = frozenset({"ollama", "llama.cpp", "llamacpp", "lmstudio", "vllm", "local"})
+KEYLESS_PROVIDERS = frozenset({"ollama", "llama.cpp", "llamacpp", "lmstudio", "vllm", "local"})
 
 
 def env_var_for(provider: str) -> str:
@@ -71,7 +73,8 @@ def auth_file(directory: Path | None = None) -> Path:
     return (directory if directory is not None else picontext_dir()) / "auth.json"
 
 
-def _read_auth(path: Path) -> dict[str, object]:
+def read_auth(path: Path) -> dict[str, object]:
+    """The stored keys of `auth.json` by provider ({} when there is no file)."""
     text = read_config_text(path)
     if text is None:
         return {}
@@ -104,7 +107,7 @@ def resolve_api_key(
         value = environ.get(name)
         if value:
             return value
-    entry = _read_auth(auth_file(directory)).get(provider)
+    entry = read_auth(auth_file(directory)).get(provider)
     if isinstance(entry, str) and entry:
         return entry
     if isinstance(entry, dict):
@@ -125,7 +128,7 @@ def require_api_key(
     key = resolve_api_key(provider, model=model, env=env, directory=directory)
     if key:
         return key
-    if provider in _KEYLESS_PROVIDERS or (model is not None and _is_local(model["baseUrl"])):
+    if provider in KEYLESS_PROVIDERS or (model is not None and is_local_base_url(model["baseUrl"])):
         return "none"
     raise ConfigError(
         f"No API key for provider {provider!r}: set {env_var_for(provider)} "
@@ -133,15 +136,12 @@ def require_api_key(
     )
 
 
-_is_local = is_local_base_url
-
-
 def save_api_key(provider: str, key: str, *, directory: Path | None = None) -> Path:
     """Store `key` for `provider` in `auth.json`, creating the file with mode 0600."""
     path = auth_file(directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
-        data = _read_auth(path)
+        data = read_auth(path)
         data[provider] = {"type": "api_key", "key": key}
         _write_private(path, json.dumps(data, indent=2) + "\n")
     return path
@@ -152,7 +152,7 @@ def remove_api_key(provider: str, *, directory: Path | None = None) -> bool:
     if not path.exists():
         return False
     with _locked(path):
-        data = _read_auth(path)
+        data = read_auth(path)
         if provider not in data:
             return False
         del data[provider]

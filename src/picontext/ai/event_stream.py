@@ -16,13 +16,14 @@ exceptions. The final event is `done` or `error`; `result()` returns the final m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from picontext.ai.events import AssistantMessageEvent
 from picontext.ai.types import AssistantMessage
 
-__all__ = ["AbortSignal", "AssistantMessageStream"]
+__all__ = ["AbortSignal", "AssistantMessageStream", "aborts_with", "wait_unless_aborted"]
 
 
 class AbortSignal:
@@ -59,9 +60,73 @@ class AbortSignal:
         else:
             self._listeners.append(listener)
 
-    def remove_listener(self, listener: Callable[[], None]) -> None:
+    def remove_listener(self, listener: Callable[[], object]) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+    @property
+    def listener_count(self) -> int:
+        """Listeners still registered (a waiter that ended must leave none behind)."""
+        return len(self._listeners)
+
+
+async def wait_unless_aborted(
+    awaitable: Awaitable[Any], signal: AbortSignal | None, *, timeout: float | None = None  # noqa: ASYNC109
+) -> bool:
+    """Wait for `awaitable` until it is done, `signal` fires or `timeout` seconds pass.
+
+    True when it finished (whatever its outcome: read it from the future), False otherwise. The
+    future is not cancelled (the caller decides: give it a grace period, keep it for later, or
+    cancel it), and the listener put on `signal` is removed however the wait ends, so a run's
+    signal does not collect one listener per wait. `signal` may fire from any thread."""
+    future = asyncio.ensure_future(awaitable)
+    if future.done():
+        return True
+    if signal is None:
+        await asyncio.wait({future}, timeout=timeout)
+        return future.done()
+    loop = asyncio.get_running_loop()
+    fired = loop.create_future()
+
+    def settle() -> None:
+        if not fired.done():
+            fired.set_result(None)
+
+    def on_abort() -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            settle()
+        else:
+            loop.call_soon_threadsafe(settle)
+
+    signal.add_listener(on_abort)
+    try:
+        await asyncio.wait({future, fired}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signal.remove_listener(on_abort)
+        fired.cancel()
+    return future.done()
+
+
+@contextlib.contextmanager
+def aborts_with(parent: AbortSignal | None, child: AbortSignal) -> Iterator[AbortSignal]:
+    """While the block runs, `parent` firing fires `child` too (a compaction or a retry wait
+    inside a run); afterwards the parent holds no listener of it."""
+    if parent is None:
+        yield child
+        return
+
+    def forward() -> None:
+        child.abort("aborted")
+
+    parent.add_listener(forward)
+    try:
+        yield child
+    finally:
+        parent.remove_listener(forward)
 
 
 _END: Any = object()

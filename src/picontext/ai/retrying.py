@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from picontext.ai._http import RetryAfterSink, capture_retry_after, default_client
-from picontext.ai.event_stream import AbortSignal, AssistantMessageStream
+from picontext.ai.event_stream import AbortSignal, AssistantMessageStream, wait_unless_aborted
 from picontext.ai.models import Model
 from picontext.ai.providers._base import ABORTED_TEXT, Context, StreamOptions, fail, new_output
 from picontext.ai.retry import DEFAULT_MAX_AGENT_RETRY_DELAY_MS, RetryPolicy, is_retryable_error, retry_delay_ms
@@ -215,29 +215,10 @@ async def sleep_unless_aborted(nap: Sleep, seconds: float, signal: AbortSignal |
         return True
     if signal.aborted:
         return False
-    loop = asyncio.get_running_loop()
-    fired = loop.create_future()
-
-    def on_abort() -> None:
-        def settle() -> None:
-            if not fired.done():
-                fired.set_result(None)
-
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            settle()
-        else:
-            loop.call_soon_threadsafe(settle)
-
-    signal.add_listener(on_abort)
     sleeper = asyncio.ensure_future(nap(seconds))
     try:
-        await asyncio.wait({sleeper, fired}, return_when=asyncio.FIRST_COMPLETED)
+        await wait_unless_aborted(sleeper, signal)
     finally:
-        signal.remove_listener(on_abort)
         if not sleeper.done():
             sleeper.cancel()
             await asyncio.gather(sleeper, return_exceptions=True)

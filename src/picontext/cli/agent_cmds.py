@@ -25,24 +25,10 @@ from picontext.agent.session import AgentSession
 from picontext.ai.error_text import readable_error
 from picontext.ai.overflow import is_context_overflow
 from picontext.ai.types import AssistantMessage
-from picontext.cli.main import CliError, described
-from picontext.cli.modes.common import add_session_flags, build_session
+from picontext.cli.base import CliError
+from picontext.cli.modes.common import build_session
 from picontext.cli.modes.reply_view import UNREACHABLE as _UNREACHABLE
 from picontext.cli.modes.reply_view import compaction_error
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("run", help="run the agent once on a prompt and print the reply (print mode)",
-                       **described("Print mode: run the agent once and print the reply; piped input is sent "
-                                   "before the prompt. `picontext -p PROMPT` is the same command.",
-                                   'picontext -p "what does app.py do?"', 'cat notes.md | picontext -p "summarize"',
-                                   'git diff | picontext -p "review this" --mode json'))
-    p.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", nargs="?", const="",
-                   help="the prompt (without a value: read it from stdin)")
-    p.add_argument("message", nargs="*", help="the prompt, if -p is not given")
-    p.add_argument("--mode", choices=("text", "json"), default="text", help="text: the reply; json: one event per line")
-    add_session_flags(p, suppress=True)  # flags given before the command name stay
-    p.set_defaults(handler=cmd_run)
 
 
 def piped_input() -> str:

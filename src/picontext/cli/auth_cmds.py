@@ -22,42 +22,16 @@ from rich.table import Table
 
 from picontext.ai.auth import (
     ENV_API_KEYS,
-    _read_auth,
     auth_file,
     env_var_for,
+    read_auth,
     remove_api_key,
     save_api_key,
 )
 from picontext.cli import render
-from picontext.cli.main import CliError, described
+from picontext.cli.base import CliError
 
 _PROVIDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("auth", help="API keys: set (from stdin), list (redacted), remove",
-                       **described("Store, list and remove API keys (in <PICONTEXT_DIR>/auth.json, mode 0600).",
-                                   "picontext auth set anthropic", "picontext auth list"))
-    asub = p.add_subparsers(dest="auth_command", metavar="SUBCOMMAND")
-    sp = asub.add_parser("set", help="store a key for PROVIDER, read from stdin (hidden prompt on a terminal)",
-                          **described("Store a key for PROVIDER; it is read from stdin (a hidden prompt on a "
-                                      "terminal) and never printed.", "picontext auth set openai",
-                                      "printenv OPENROUTER_KEY | picontext auth set openrouter"))
-    sp.add_argument("provider", help="provider name, as in `picontext models list`")
-    # Swallowed so that argparse's "unrecognized arguments: <the key>" never echoes a key.
-    sp.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
-    sp.set_defaults(handler=cmd_auth_set)
-    lp = asub.add_parser("list", help="providers with a key, and where it comes from (redacted)",
-                          **described("Providers with a key and where it comes from (environment or auth file), "
-                                      "redacted.", "picontext auth list --json"))
-    lp.add_argument("--json", action="store_true", help="machine-readable output")
-    lp.set_defaults(handler=cmd_auth_list)
-    rp = asub.add_parser("remove", help="delete PROVIDER's key from the auth file",
-                          **described("Delete PROVIDER's key from the auth file (keys in the environment stay).",
-                                      "picontext auth remove openai"))
-    rp.add_argument("provider", help="provider name")
-    rp.set_defaults(handler=cmd_auth_remove)
-    p.set_defaults(handler=cmd_auth_list, json=False)
 
 
 def redact(key: str) -> str:
@@ -116,7 +90,7 @@ def key_sources() -> list[dict[str, Any]]:
     """Every configured key source, env vars first (they win), keys redacted."""
     rows: list[dict[str, Any]] = []
     env_providers: dict[str, tuple[str, ...]] = dict(ENV_API_KEYS)
-    stored = _read_auth(auth_file())
+    stored = read_auth(auth_file())
     for provider in stored:
         env_providers.setdefault(provider, (env_var_for(provider),))
     active: set[str] = set()

@@ -17,11 +17,9 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.loading import add_file_argument, load_session, read_session
-from picontext.cli.main import described
+from picontext.cli.loading import load_session, read_session
 from picontext.cli.store_cmds import open_session, store_url
 from picontext.compaction.compact import (
-    STRATEGIES,
     CompactOutcome,
     compact_session,
     nothing_to_compact_reason,
@@ -32,32 +30,6 @@ from picontext.compaction.prepare import preparation_report, prepare_compaction
 from picontext.compaction.settings import CompactionSettings, load_settings
 from picontext.errors import ConfigError
 from picontext.session.projection import build_session_path, build_session_projection
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("compact", help="summarize or mask the old part of a session (appends to the file)",
-                       **described("Compact a session file offline: summarize (with a model) or mask the old part "
-                                   "of a branch; the result is appended as a compaction entry, nothing is rewritten.",
-                                   "picontext compact --dry-run",
-                                   "picontext compact 01a22be0 --model anthropic/claude-sonnet-4-5",
-                                   "picontext compact FILE --strategy mask"))
-    add_file_argument(p)
-    p.add_argument("--leaf", help="compact the branch ending at this entry (default: the file's last entry)")
-    p.add_argument("--model", help="model as provider/id: picks per-model settings, and writes the summary unless "
-                                   "--summary-model or compaction.model names another")
-    p.add_argument("--summary-model", metavar="PROVIDER/ID",
-                   help="the model that writes the summary (default: compaction.model, else --model)")
-    p.add_argument("--instructions", help="extra focus for the summary")
-    p.add_argument("--strategy", choices=STRATEGIES, default="summary",
-                   help="summary (Pi's behaviour, default), mask (no model), or mask-then-summary")
-    p.add_argument("--dry-run", action="store_true", help="show what would happen; write nothing")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--keep-recent-tokens", type=int, metavar="N", help="override keepRecentTokens")
-    p.add_argument("--reserve-tokens", type=int, metavar="N", help="override reserveTokens")
-    p.add_argument("--no-fallback", action="store_true",
-                   help="when the model's summary fails twice, exit 2 instead of compacting with a mechanical "
-                        "summary (the failure records are still appended)")
-    p.set_defaults(handler=cmd_compact)
 
 
 def _settings(args: argparse.Namespace, cwd: str, model_ref: str | None) -> CompactionSettings:

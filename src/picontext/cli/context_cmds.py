@@ -13,24 +13,7 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.loading import add_file_argument, context_json_pieces
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "context", help="what the model sees for a leaf (exactly Pi's buildSessionContext)",
-        description="The messages the model is sent for the branch ending at a leaf: compactions replaced by "
-        "their summary, context edits applied. One line per message.",
-        epilog="examples:\n  picontext context\n  picontext context 01a22be0 --tail 20\n"
-        "  picontext context FILE --json",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_file_argument(p)
-    p.add_argument("--leaf", help="entry id to project from (default: the file's last entry)")
-    p.add_argument("--json", action="store_true", help="print {messages, thinkingLevel, model} as JSON")
-    # render.add_output_flags's two flags, spelled out: importing render would import rich
-    p.add_argument("--tail", type=int, metavar="N", help="only the last N messages")
-    p.add_argument("--no-pager", action="store_true", help="never page through $PAGER, even on a terminal")
-    p.set_defaults(handler=cmd_context)
+from picontext.cli.loading import context_json_pieces
 
 
 def _stream_context(projection: Any) -> None:

@@ -34,7 +34,6 @@ from picontext.agent.prompt import default_system_prompt
 from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.providers import StreamOptions
-from picontext.cli.main import described
 from picontext.compaction.prompts import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
 from picontext.compaction.settings import Settings
 from picontext.compaction.tokens import estimate_tokens
@@ -357,17 +356,6 @@ class DemoModelServer(ScriptedModelServer):
         if isinstance(taken, Reply):
             return taken.with_usage(tokens(counted, reply_tokens(taken)))
         return taken
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help="watch an agent session outgrow its window and survive (offline, scripted)",
-                       **described("An offline demonstration: a scripted model drives a real agent session with a "
-                                   "12k window; a pasted log overflows it once, the session compacts and retries, "
-                                   "later compacts at its threshold, and finishes.",
-                                   "picontext demo", "picontext demo --fast --dir /tmp/demo"))
-    p.add_argument("--fast", action="store_true", help="no pauses while streaming")
-    p.add_argument("--dir", help="work here instead of a new temporary directory")
-    p.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -10,25 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 import orjson
 
-from picontext.cli.loading import add_file_argument, load_session
-from picontext.cli.main import CliError, described
+from picontext.cli.base import CliError
+from picontext.cli.loading import load_session
 from picontext.session.dropped import dropped_entries, entry_text, find_dropped
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("dropped", help="entries a compaction or context edit removed from the context; their text",
-                       **described("What a compaction or a context edit removed from the model's context, and "
-                                   "the original text of any of it.", "picontext dropped",
-                                   "picontext dropped 01a22be0 --entry 3f2a9c1d"))
-    add_file_argument(p)
-    p.add_argument("--entry", metavar="ID", help="print the original text of this entry")
-    p.add_argument("--leaf", metavar="ID", help="look at the branch ending here (default: the current leaf)")
-    p.add_argument("--json", action="store_true", help="JSON output")
-    p.set_defaults(handler=cmd_dropped)
 
 
 def cmd_dropped(args: argparse.Namespace) -> int:

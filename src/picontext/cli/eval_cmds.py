@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from picontext import _json
-from picontext.cli.main import described
 from picontext.compaction.evaluate import (
     EVAL_STRATEGIES,
     FACT_KINDS,
@@ -23,54 +22,6 @@ from picontext.compaction.evaluate import (
     RowScore,
     evaluate_compaction,
 )
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("eval", help="evaluations (offline unless a model is given)",
-                       **described("Evaluations of the compaction strategies.", "picontext eval compaction"))
-    groups = p.add_subparsers(dest="eval_command", metavar="WHAT", required=True)
-    c = groups.add_parser("compaction", help="plant facts in seeded sessions; probe which survive each strategy",
-                          **described("Plant facts in seeded sessions, compact them with each strategy and probe "
-                                      "which facts survive.", "picontext eval compaction --json"))
-    c.add_argument("--rounds", type=int, default=6, help="work rounds per session, each followed by a compaction")
-    c.add_argument("--sessions", type=int, default=3, help="seeded sessions per row (default 3)")
-    c.add_argument("--strategy", action="append", choices=EVAL_STRATEGIES,
-                   help="only these strategies (repeatable; default all)")
-    c.add_argument("--summarizer", action="append", choices=SUMMARIZERS,
-                   help="only these scripted summarizers (repeatable; default all; ignored with --model)")
-    c.add_argument("--model", help="live: this model (provider/id) summarizes and answers the probes")
-    c.add_argument("--json", action="store_true", help="machine-readable output")
-    c.set_defaults(handler=cmd_eval_compaction)
-    r = groups.add_parser(
-        "replay", help="real sessions: tokens after vs facts kept, per strategy, at real cuts",
-        **described("Cut real sessions at their recorded compactions and every N tokens, compact each cut with "
-                    "every strategy and count which facts of the transcript (files read and modified, the task, "
-                    "the last request, the latest error, the next tool call) the compacted context still holds. "
-                    "FILE is a session, or a Claude Code transcript or SWE-agent trajectory (imported first, in "
-                    "a temporary directory). Progress goes to stderr (docs/compaction.md, \"Replay\").",
-                    "picontext eval replay tests/fixtures/replay/pi/real-before-compaction.jsonl",
-                    "picontext eval replay run.traj --every 4000 --keep-recent-tokens 1000 --json",
-                    "picontext eval replay s.jsonl --model anthropic/claude-sonnet-4-5 --judge openai/gpt-5"))
-    r.add_argument("files", nargs="+", metavar="FILE", help="sessions or transcripts to replay")
-    r.add_argument("--strategy", action="append", metavar="S",
-                   help="only these strategies (repeatable; default all; an unknown name lists them)")
-    r.add_argument("--model", help="the summarizer (provider/id); default: a scripted summarizer, offline")
-    r.add_argument("--summarizer", choices=SUMMARIZERS, default="extractive",
-                   help="the scripted summarizer without --model (default extractive)")
-    r.add_argument("--judge", metavar="PROVIDER/ID", help="a model answers probe questions from each compacted "
-                   "context and grades them 0-5")
-    r.add_argument("--every", type=int, default=40_000, metavar="N",
-                   help="also cut every N tokens of transcript (default 40000; 0: recorded compactions only)")
-    r.add_argument("--max-cuts", type=int, metavar="K", help="at most K of the every-N cuts per session, evenly spread")
-    r.add_argument("--keep-recent-tokens", type=int, default=20_000, metavar="N",
-                   help="tokens kept verbatim by each compaction (default 20000, Pi's)")
-    r.add_argument("--reserve-tokens", type=int, default=16_384, metavar="N", help="Pi's reserveTokens (default 16384)")
-    r.add_argument("--window", type=int, default=200_000, metavar="N",
-                   help="the session model's window, for mask-then-summary's threshold (default 200000)")
-    r.add_argument("--from", dest="format", choices=("auto", "claude-code", "swe-agent"), default="auto",
-                   help="format of FILEs that are not sessions (default: recognised)")
-    r.add_argument("--json", action="store_true", help="one JSON record per session, cut and strategy")
-    r.set_defaults(handler=cmd_eval_replay)
 
 
 def _live_model(ref: str) -> Any:
@@ -122,7 +73,7 @@ def _line(row: RowScore) -> str:
 
 def _replay_sessions(files: list[str], fmt: str, tmp: str) -> list[Any]:
     """Each FILE as a replay session: Pi sessions as they are, transcripts imported into `tmp`."""
-    from picontext.cli.main import CliError
+    from picontext.cli.base import CliError
     from picontext.compaction.replay import load_session
     from picontext.session.importers import detect_format, import_files
     from picontext.session.importers.output import ImportFailed
@@ -149,7 +100,7 @@ def _replay_sessions(files: list[str], fmt: str, tmp: str) -> list[Any]:
 def cmd_eval_replay(args: argparse.Namespace) -> int:
     import tempfile
 
-    from picontext.cli.main import CliError
+    from picontext.cli.base import CliError
     from picontext.compaction.completion import ScriptedCompletion
     from picontext.compaction.evaluate import extractive_summary, generic_summary
     from picontext.compaction.replay import STRATEGIES, judge_with, replay

@@ -11,26 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from picontext._gc import gc_paused
+from picontext.cli.base import CliError
 from picontext.cli.loading import LoadedSession, load_session
-from picontext.cli.main import CliError, described
 from picontext.viewer.model import page_data
 from picontext.viewer.page import render_page_bytes
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("export", help="write the session as one self-contained HTML file (tree, context plot, "
-                                      "compactions, cost)",
-                       **described("One HTML file that loads nothing: the entry tree with filters and search, "
-                                   "every entry, the context size per request, each compaction's dropped entries, "
-                                   "cost per model (docs/viewer.md).", "picontext export session.jsonl",
-                                   "picontext export session.jsonl --leaf 3f2a9c1d -o branch.html"))
-    p.add_argument("file", help="session file (.jsonl), or a session id or unique prefix (also with --store)")
-    p.add_argument("--leaf", metavar="ID", help="show the branch ending here (default: the session's leaf)")
-    p.add_argument("-o", "--output", metavar="OUT", help="output file (default: FILE with .html; '-' for stdout)")
-    p.set_defaults(handler=cmd_export)
 
 
 def default_output(path: str) -> str:

@@ -12,45 +12,9 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import LoadedSession, add_file_argument, load_session
+from picontext.cli.loading import LoadedSession, load_session
 from picontext.compaction.records import failure_line, failure_records
 from picontext.session.projection import build_session_path, collect_edits, field_of, fold_path, hashable, id_key
-
-
-def _parser(sub: Any, name: str, summary: str, description: str, examples: list[str]) -> Any:
-    return sub.add_parser(name, help=summary, description=description,
-                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-def register(sub: Any) -> None:
-    p = _parser(sub, "show", "readable transcript of a branch, marking compacted and edited entries",
-                "The branch ending at a leaf, one line per entry (or whole messages with --full); entries a "
-                "compaction summarized are dim, entries a context edit omitted are struck through.",
-                ["picontext show", "picontext show 01a22be0 --tail 10 --full", "picontext show FILE --leaf 3f2a9c1d"])
-    add_file_argument(p)
-    p.add_argument("--leaf", help="entry id to show the branch of (default: the file's last entry)")
-    p.add_argument("--full", action="store_true", help="whole messages, line breaks kept, instead of one line each")
-    p.add_argument("--width", type=int, help="line width (default: the terminal's, 200 in a pipe)")
-    render.add_output_flags(p, tail="entries")
-    p.set_defaults(handler=cmd_show)
-
-    p = _parser(sub, "tree", "the entry tree: branches, current leaf, labels, compactions, edits",
-                "Every entry of the session as a tree: a linear chain stays at one indentation, each branch "
-                "point indents; the leaf, labels, compactions and context edits are marked.",
-                ["picontext tree", "picontext tree 01a22be0 --tail 30", "picontext tree FILE --json | jq .leafId"])
-    add_file_argument(p)
-    p.add_argument("--json", action="store_true", help="print {leafId, tree: [{id, type, summary, label?, children}]}")
-    render.add_output_flags(p, tail="lines")
-    p.set_defaults(handler=cmd_tree)
-
-    p = _parser(sub, "stats", "entries by type, tokens and cost",
-                "Counts of entries by type and messages by role, and the token usage and cost recorded in the "
-                "file (replies, summaries, tool-nested usage).",
-                ["picontext stats", "picontext stats 01a22be0 --json"])
-    add_file_argument(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_stats)
 
 
 def _tail(items: list[Any], n: int | None) -> list[Any]:

@@ -100,14 +100,6 @@ class LoadedSession:
         return leaf
 
 
-FILE_HELP = ("session file, session id or unique id prefix (default: the latest session of the current "
-             "directory)")
-
-
-def add_file_argument(parser: Any) -> None:
-    parser.add_argument("file", nargs="?", metavar="SESSION", help=FILE_HELP)
-
-
 def project_file(path: str | None, leaf: str | None) -> SessionProjection:
     """The projection of `path` at `leaf` (default: the last entry), parsing only the entries the
     context holds (the rest stay unparsed lines); read-only, same errors as `load_session`."""

@@ -4,53 +4,26 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
-import importlib.util
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from picontext import __version__
 from picontext.cli import terminal
+from picontext.cli.base import CliError, add_session_flags, looks_like_session_id
+from picontext.cli.commands import REGISTRATIONS, run_chat, run_print
+from picontext.cli.store_cmds import apply_store_flag
 from picontext.errors import PicontextError
+
+__all__ = ["build_parser", "command_names", "main", "route", "run"]
 
 _RECURSION_LIMIT = 10_000
 _RAW_STDOUT_COMMANDS = frozenset({"chat", "rpc", "demo", "export", "serve"})  # machine output or full-screen
 Handler = Callable[[argparse.Namespace], int]
 
 
-class CliError(Exception):
-    """An expected failure: printed as one line on stderr, exit code 2."""
-
-
-def described(description: str, *examples: str) -> dict[str, Any]:
-    """add_parser() keywords for a subcommand's --help: what it does, then examples."""
-    return {"description": description, "epilog": "examples:\n" + "\n".join(f"  {e}" for e in examples),
-            "formatter_class": argparse.RawDescriptionHelpFormatter}
-
-
-# Each module registers one group of subcommands (`register(subparsers)`); listed here in help order.
-COMMAND_MODULES = (
-    "context_cmds", "inspect_cmds", "tokens_cmds", "compact_cmds", "sessions_cmds", "eval_cmds", "models_cmds",
-    "auth_cmds", "agent_cmds", "modes.interactive", "modes.rpc", "demo_cmds", "dropped_cmds", "store_cmds",
-    "export_cmds", "serve_cmds", "import_cmds",
-)
-
-
-# The module that registers each command: a call whose first argument names a command imports that
-# module only (the agent, rich and the providers are not loaded to print a context).
-COMMAND_OWNERS = {
-    "context": "context_cmds", "show": "inspect_cmds", "tree": "inspect_cmds", "stats": "inspect_cmds",
-    "tokens": "tokens_cmds", "compact": "compact_cmds", "sessions": "sessions_cmds", "eval": "eval_cmds",
-    "models": "models_cmds", "auth": "auth_cmds", "run": "agent_cmds", "chat": "modes.interactive",
-    "rpc": "modes.rpc", "demo": "demo_cmds", "dropped": "dropped_cmds", "store": "store_cmds",
-    "export": "export_cmds", "serve": "serve_cmds", "import": "import_cmds",
-}
-
-
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or with `only` (a module of COMMAND_MODULES) just that module's commands
-    and no top-level session flags (which cannot come before a command's name anyway)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The whole parser: every command as its registration (`cli/commands.py`) declares it.
+    Building it imports no command's module (a handler imports its own when it runs)."""
     parser = argparse.ArgumentParser(
         prog="picontext",
         description="A coding agent whose sessions never die of a full context window; Pi-compatible sessions "
@@ -72,13 +45,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
                         help="sessions in a PostgreSQL database instead of files (also $PICONTEXT_STORE; "
                         "anywhere on the command line, for every command; docs/storage.md)")
-    if only is None and importlib.util.find_spec("picontext.cli.modes.common") is not None:
-        importlib.import_module("picontext.cli.modes.common").add_session_flags(parser, suppress=True)
+    add_session_flags(parser, suppress=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES if only is None else (only,):
-        module_name = f"picontext.cli.{name}"
-        if importlib.util.find_spec(module_name) is not None:  # modules of work in progress may be absent
-            importlib.import_module(module_name).register(sub)
+    for register in REGISTRATIONS:
+        register(sub)
     return parser
 
 
@@ -118,17 +88,6 @@ def route(argv: Sequence[str], is_command: Callable[[str], bool]) -> list[str]:
     return ["run" if printing else "chat", *args]
 
 
-def looks_like_session_id(word: str) -> bool:
-    """A session id or prefix (hex digits and dashes), not a prompt word."""
-    return len(word) >= 4 and all(c in "0123456789abcdefABCDEF-" for c in word)
-
-
-def _is_command(word: str) -> bool:
-    """From the command map; only a word not in it builds the whole parser (to find commands a
-    module registers without an entry in COMMAND_OWNERS)."""
-    return word in COMMAND_OWNERS or word in command_names(build_parser())
-
-
 def command_names(parser: argparse.ArgumentParser) -> set[str]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -137,8 +96,6 @@ def command_names(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from picontext.cli.store_cmds import apply_store_flag
-
     # Pi (V8) reads and writes JSON nested thousands of levels deep, and so must every command;
     # Python's default limit of 1,000 frames is below that (the JSON helpers recurse per level).
     if sys.getrecursionlimit() < _RECURSION_LIMIT:
@@ -146,19 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # `--store URL` is valid everywhere on the command line
     arguments = apply_store_flag(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
     if arguments:  # `picontext fix the bug`: words that are not a command are a prompt
-        arguments = route(arguments, _is_command)
-    owner = COMMAND_OWNERS.get(arguments[0]) if arguments else None
-    if owner is not None and importlib.util.find_spec(f"picontext.cli.{owner}") is None:
-        owner = None
-    parser = build_parser(only=owner)
+        arguments = route(arguments, command_names(parser).__contains__)
     args = parser.parse_args(arguments)
     handler: Handler | None = getattr(args, "handler", None)
-    if handler is None:
-        handler = _default_handler(args)
-    if handler is None:
-        parser.print_help()
-        return 0
+    if handler is None:  # no command: print mode with -p, else the interactive chat
+        handler = run_print if getattr(args, "prompt", None) is not None else run_chat
     # Human output neutralizes control characters from session text (cli/terminal.py); JSON output,
     # the RPC protocol and the full-screen modes (which draw with escape codes) write raw.
     raw_stdout = (getattr(args, "json", False) or getattr(args, "mode", None) == "json"
@@ -178,16 +129,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("picontext: interrupted", file=sys.stderr)
             return 130
-
-
-def _default_handler(args: argparse.Namespace) -> Handler | None:
-    """No subcommand: print mode with -p, else the interactive chat."""
-    name = "agent_cmds" if getattr(args, "prompt", None) is not None else "modes.interactive"
-    module_name = f"picontext.cli.{name}"
-    if importlib.util.find_spec(module_name) is None:
-        return None
-    module = importlib.import_module(module_name)
-    return module.cmd_run if name == "agent_cmds" else module.cmd_chat
 
 
 def run() -> None:

@@ -15,25 +15,10 @@ from typing import Any
 import orjson
 from rich.table import Table
 
-from picontext.ai.auth import _KEYLESS_PROVIDERS, ENV_API_KEYS, _is_local, env_var_for, resolve_api_key
-from picontext.ai.models import Model, default_catalog, picontext_dir
+from picontext.ai.auth import ENV_API_KEYS, KEYLESS_PROVIDERS, env_var_for, resolve_api_key
+from picontext.ai.models import Model, default_catalog, is_local_base_url, picontext_dir
 from picontext.cli import render
-from picontext.cli.main import CliError, described
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("models", help="the model catalog: built-in models and <PICONTEXT_DIR>/models.json",
-                       **described("The models picontext knows: built-in ones and your own from "
-                                   "<PICONTEXT_DIR>/models.json (docs/providers.md shows examples for Ollama, "
-                                   "llama.cpp, vLLM, LM Studio and OpenRouter).", "picontext models list"))
-    msub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
-    lp = msub.add_parser("list", help="list models with window, max output, prices and key status",
-                          **described("Every model with its context window, max output, prices and whether a key "
-                                      "is available.", "picontext models list", "picontext models list --json"))
-    lp.add_argument("--provider", help="only this provider's models")
-    lp.add_argument("--json", action="store_true", help="machine-readable output")
-    lp.set_defaults(handler=cmd_models_list)
-    p.set_defaults(handler=cmd_models_list, provider=None, json=False)
+from picontext.cli.base import CliError
 
 
 def key_source(model: Model) -> str | None:
@@ -50,7 +35,7 @@ def key_source(model: Model) -> str | None:
             return f"env {name}"
     if resolve_api_key(provider, model=model):
         return "auth file"
-    if provider in _KEYLESS_PROVIDERS or _is_local(model["baseUrl"]):
+    if provider in KEYLESS_PROVIDERS or is_local_base_url(model["baseUrl"]):
         return "local"
     return None
 

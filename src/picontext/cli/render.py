@@ -172,12 +172,6 @@ def role_text(role: Any) -> Text:
     return Text(f"{role:>17}", style=ROLE_STYLES.get(role, "white"))
 
 
-def add_output_flags(parser: Any, *, tail: str = "lines") -> None:
-    """--tail N and --no-pager for the commands that print a lot."""
-    parser.add_argument("--tail", type=int, metavar="N", help=f"only the last N {tail}")
-    parser.add_argument("--no-pager", action="store_true", help="never page through $PAGER, even on a terminal")
-
-
 @contextlib.contextmanager
 def paged(out: Console, no_pager: bool = False) -> Iterator[Console]:
     """Print into `out`; on a terminal, output taller than the screen goes through $PAGER

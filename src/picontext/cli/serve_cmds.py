@@ -13,24 +13,10 @@ import os
 import sys
 from typing import Any
 
-from picontext.cli.main import CliError, described
+from picontext.cli.base import CliError
 from picontext.errors import PicontextError
 from picontext.session.listing import SessionInfo, list_all_sessions, list_sessions
 from picontext.viewer.server import SessionSource, ViewerServer, view_of
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="local web viewer over the sessions of a directory (127.0.0.1)",
-                       **described("A local web viewer: the sessions of this project (or DIR, or all), each "
-                                   "opening the export page, redrawn while the session grows (docs/viewer.md).",
-                                   "picontext serve", "picontext serve --dir ~/.pi/agent/sessions/--home-me-app-- "
-                                   "--port 0"))
-    p.add_argument("--dir", help="a session directory (default: this project's sessions)")
-    p.add_argument("--all", action="store_true", help="sessions of every project")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1: this machine only; ::1 for IPv6)")
-    p.add_argument("--port", type=int, default=8377, help="port (default 8377; 0 picks a free one)")
-    p.set_defaults(handler=cmd_serve)
 
 
 class _StoreSource:

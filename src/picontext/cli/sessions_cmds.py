@@ -5,27 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 from datetime import UTC, datetime
-from typing import Any
 
 from rich.table import Table
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.main import CliError, described
+from picontext.cli.base import CliError
 from picontext.session.listing import list_all_sessions, list_sessions
 from picontext.session.paths import sessions_root
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("sessions", help="sessions of the current directory (or --all), newest first",
-                       **described("The saved sessions of this directory (or of every project), newest activity "
-                                   "first, with their id: any unique id prefix opens one (picontext -r ID, "
-                                   "picontext show ID).", "picontext sessions", "picontext sessions --all --json"))
-    p.add_argument("--all", action="store_true", help="sessions of every project")
-    p.add_argument("--dir", help="list every session in this directory (whatever its project), instead of "
-                                 "this project's")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_sessions)
 
 
 def _ago(when: datetime) -> str:

@@ -101,7 +101,8 @@ def open_session(ref: str, loaded: Any = None) -> Any:
 
 def open_stored_manager(args: argparse.Namespace, cwd: str, url: str) -> Any:
     """The chat's and print mode's session choice (--session, -c, -r, new) in the database."""
-    from picontext.cli.modes.common import flag, pick_session
+    from picontext.cli.base import flag
+    from picontext.cli.modes.pickers import pick_session
     from picontext.session import paths
     from picontext.session.manager import SessionManager
     from picontext.session.postgres import store_factory
@@ -156,27 +157,6 @@ def stored_open(url: str, ref: str) -> Any:
 
     db = open_database(url)
     return SessionManager.open(resolve_session(db, ref.rsplit("#", 1)[-1]), store_factory=store_factory(db))
-
-
-def register(sub: Any) -> None:
-    from picontext.cli.main import described
-
-    p = sub.add_parser("store", help="copy sessions between JSONL files and the session database "
-                       f"(--store URL or ${STORE_ENV})",
-                       **described("Copy sessions between JSONL files and the session database (docs/storage.md).",
-                                   "picontext --store postgresql:///picontext store import *.jsonl",
-                                   "picontext --store postgresql:///picontext store export 01a22be0 > s.jsonl"))
-    ssub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
-    ip = ssub.add_parser("import", help="store session files in the database, byte for byte",
-                         **described("Store session files in the database, byte for byte.",
-                                     "picontext --store postgresql:///picontext store import s1.jsonl s2.jsonl"))
-    ip.add_argument("files", nargs="+", metavar="FILE", help="session files (.jsonl)")
-    ip.set_defaults(handler=cmd_import)
-    ep = ssub.add_parser("export", help="write a stored session to stdout as its JSONL file",
-                         **described("Write a stored session to stdout as its JSONL file (readable by Pi).",
-                                     "picontext --store postgresql:///picontext store export 01a22be0 > s.jsonl"))
-    ep.add_argument("session", metavar="ID", help="session id or a unique prefix")
-    ep.set_defaults(handler=cmd_export)
 
 
 def _url(args: argparse.Namespace) -> str:

@@ -22,8 +22,7 @@ from rich.text import Text
 
 from picontext import _json
 from picontext.cli import render
-from picontext.cli.loading import add_file_argument, load_session
-from picontext.cli.main import described
+from picontext.cli.loading import load_session
 from picontext.compaction.calibration import accuracy, summarize_accuracy
 from picontext.compaction.tokens import (
     estimate_context_tokens,
@@ -31,19 +30,6 @@ from picontext.compaction.tokens import (
     estimate_tokens,
 )
 from picontext.session.projection import build_session_path, build_session_projection, field_of
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("tokens", help="context size of a branch: usage anchor plus chars/4 estimates (Pi's rules)",
-                       **described("How many tokens the branch ending at a leaf puts in the context: the last reply's "
-                                   "reported usage plus chars/4 estimates of what follows it, as Pi counts them.",
-                                   "picontext tokens", "picontext tokens 01a22be0 --json"))
-    add_file_argument(p)
-    p.add_argument("--leaf", help="entry id to measure the branch of (default: the file's last entry)")
-    p.add_argument("--json", action="store_true", help='print {"estimate": ..., "perMessage": [...]} as JSON')
-    p.add_argument("--accuracy", action="store_true",
-                   help="estimate vs reported prompt tokens at every usage report, chars/4 and calibrated")
-    p.set_defaults(handler=cmd_tokens)
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:

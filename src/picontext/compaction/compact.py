@@ -33,12 +33,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from picontext.compaction.mask import apply_masks, plan_masks
 from picontext.compaction.prepare import prepare_compaction, project_path
 from picontext.compaction.resumable import end_span, find_pending_span, record_span, resume_preparation, span_details
 from picontext.compaction.settings import CompactionSettings
+from picontext.compaction.strategies import STRATEGIES, Strategy
 from picontext.compaction.tokens import estimate_projected_context_tokens, estimate_tokens, should_compact
 from picontext.errors import ConfigError, NothingToCompact, SessionChanged, StaleSessionError, SummaryAborted
 from picontext.session.projection import field_of
@@ -51,8 +52,6 @@ if TYPE_CHECKING:  # the summary path pulls in the model client (httpx); masking
 __all__ = ["STRATEGIES", "CompactOutcome", "Strategy", "compact_session", "context_tokens", "estimated_tokens",
            "nothing_to_compact_reason", "nothing_to_mask_reason"]
 
-Strategy = Literal["summary", "mask", "mask-then-summary"]
-STRATEGIES: tuple[str, ...] = ("summary", "mask", "mask-then-summary")
 
 
 @dataclass(slots=True)

@@ -47,6 +47,7 @@ from picontext.compaction.compact import compact_session, estimated_tokens
 from picontext.compaction.completion import Completion, CompletionRequest, ScriptedCompletion
 from picontext.compaction.serialize import serialize_messages
 from picontext.compaction.settings import CompactionSettings
+from picontext.compaction.strategies import EVAL_STRATEGIES, SUMMARIZERS
 from picontext.errors import CompactionError, NothingToCompact
 from picontext.session.manager import SessionManager
 
@@ -63,9 +64,6 @@ __all__ = [
     "read_answer",
 ]
 
-EVAL_STRATEGIES: tuple[str, ...] = ("none", "mask", "summary-no-ledger", "summary", "mask-then-summary")
-"""`none` = no compaction (the ceiling); `summary-no-ledger` is Pi's behaviour; the rest are ours."""
-SUMMARIZERS: tuple[str, ...] = ("generic", "extractive")
 FACT_KINDS: tuple[str, ...] = ("request", "file", "error", "constraint", "decision", "number", "name")
 LEDGER_KINDS = frozenset({"request", "file", "error"})
 

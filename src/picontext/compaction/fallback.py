@@ -45,10 +45,10 @@ from picontext.compaction.records import FAILURE_TYPE
 from picontext.compaction.serialize import serialize_messages, utf16_len
 from picontext.compaction.summarize import (
     SummaryResult,
-    _previous_facts,
     add_usage,
     history_max_tokens,
     preparation_file_lists,
+    previous_facts_of,
     summarize_preparation,
     turn_prefix_max_tokens,
 )
@@ -429,7 +429,7 @@ def mechanical_summary(prep: Any, *, reserve_tokens: int, model_max: int, failur
     previous = previous if isinstance(previous, str) else None
     read_files, modified_files = preparation_file_lists(prep)
     if previous_facts is None:
-        previous_facts = _previous_facts(prep, previous)
+        previous_facts = previous_facts_of(prep, previous)
     facts = extract_facts([*to_summarize, *prefix], previous_facts)
     facts.modified_files = list(modified_files)
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from picontext.compaction.serialize import utf16_len
+from picontext.compaction.serialize import json_text, utf16_len
 from picontext.compaction.tokens import estimate_tokens
 from picontext.session.projection import SessionProjection, field_of
 
@@ -40,11 +40,9 @@ class MaskEdit:
 
 
 def _arguments_text(arguments: Any) -> str:
-    from picontext.compaction.serialize import _json_text
-
     if not isinstance(arguments, dict):
         return ""
-    text = ", ".join(f"{k}={_json_text(v)}" for k, v in arguments.items())
+    text = ", ".join(f"{k}={json_text(v)}" for k, v in arguments.items())
     text = " ".join(text.split())  # one line
     return text if len(text) <= MAX_ARGS_CHARS else text[: MAX_ARGS_CHARS - 3] + "..."
 

@@ -29,6 +29,8 @@ from typing import Any
 
 from picontext.compaction.compact import compact_session, estimated_tokens
 from picontext.compaction.completion import Completion
+from picontext.compaction.fallback import mechanical_summary
+from picontext.compaction.prepare import prepare_compaction
 from picontext.compaction.replay_facts import Fact, context_text, fact_kept, transcript_facts
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.tokens import estimate_tokens
@@ -217,6 +219,18 @@ def _compaction(strategy: str, *, verify: bool = True) -> StrategyFn:
     return run
 
 
+async def _fallback(ctx: ReplayContext) -> StrategyRun:
+    """The mechanical summary alone, as a compaction writes it when the model fails twice: what
+    survives when no model helps (a floor for the summary strategies, at no cost)."""
+    manager = ctx.session.manager(ctx.cut.end)
+    prep = prepare_compaction(manager.get_branch(), ctx.settings)
+    if prep is None:
+        return StrategyRun(manager, error="nothing to compact")
+    result = mechanical_summary(prep, reserve_tokens=ctx.settings.reserve_tokens, model_max=0, failures=())
+    manager.append_compaction(result.summary, result.first_kept_entry_id, result.tokens_before, result.details)
+    return StrategyRun(manager)
+
+
 STRATEGIES: tuple[ReplayStrategy, ...] = (
     ReplayStrategy("none", _none),
     ReplayStrategy("recorded", _recorded, recorded_only=True),
@@ -224,6 +238,7 @@ STRATEGIES: tuple[ReplayStrategy, ...] = (
     ReplayStrategy("summary-no-ledger", _compaction("summary", verify=False), needs_summarizer=True),
     ReplayStrategy("summary", _compaction("summary"), needs_summarizer=True),
     ReplayStrategy("mask-then-summary", _compaction("mask-then-summary"), needs_summarizer=True),
+    ReplayStrategy("fallback", _fallback),
 )
 """`none` is the ceiling (nothing compacted); `summary-no-ledger` is Pi's behaviour; `recorded` is
 what the session's own agent did. A new strategy is one more line here."""

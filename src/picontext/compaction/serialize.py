@@ -17,6 +17,7 @@ from picontext.session.convert import convert_to_llm
 
 __all__ = [
     "TOOL_RESULT_MAX_CHARS",
+    "json_text",
     "serialize_conversation",
     "serialize_messages",
     "truncate_utf16",
@@ -49,13 +50,14 @@ def _texts(content: Any) -> list[str]:
         b.get("text"), str)]
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """`value` as one line of JSON text, the way a summary shows tool arguments."""
     return _json.dumps_line(value)[:-1].decode("utf-8", "surrogatepass")
 
 
 def _tool_call_text(call: dict[str, Any]) -> str:
     args = call.get("arguments")
-    pairs = ", ".join(f"{k}={_json_text(v)}" for k, v in args.items()) if isinstance(args, dict) else ""
+    pairs = ", ".join(f"{k}={json_text(v)}" for k, v in args.items()) if isinstance(args, dict) else ""
     return f"{call.get('name')}({pairs})"
 
 

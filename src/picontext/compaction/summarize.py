@@ -75,6 +75,7 @@ __all__ = [
     "chunk_conversation",
     "history_max_tokens",
     "input_budget",
+    "previous_facts_of",
     "reply_text",
     "summarize_preparation",
     "turn_prefix_max_tokens",
@@ -581,7 +582,7 @@ def preparation_file_lists(prep: Any) -> tuple[list[str], list[str]]:
     return compute_file_lists(ops)
 
 
-def _previous_facts(prep: Any, previous: str | None) -> VerifiedFacts:
+def previous_facts_of(prep: Any, previous: str | None) -> VerifiedFacts:
     """Facts of the previous compaction: its `details.verifiedFacts`, else its summary's ledger."""
     entry = _get(prep, "previous_compaction")
     details = entry.get("details") if isinstance(entry, dict) else None
@@ -656,7 +657,7 @@ async def summarize_preparation(
         text = await _plain_summary(calls, prep, previous, instructions, history_budget, prefix_budget)
 
     read_files, modified_files = preparation_file_lists(prep)
-    seed = previous_facts if previous_facts is not None else _previous_facts(prep, previous)
+    seed = previous_facts if previous_facts is not None else previous_facts_of(prep, previous)
     facts = extract_facts([*to_summarize, *prefix], seed)
     facts.modified_files = list(modified_files)
     missing = VerifiedFacts()

@@ -19,7 +19,7 @@ from typing import IO, Any, ClassVar
 from picontext.agent.tools._base import ToolBase
 from picontext.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_tail
 from picontext.agent.types import AgentToolResult, ToolError, ToolUpdate
-from picontext.ai.event_stream import AbortSignal
+from picontext.ai.event_stream import AbortSignal, wait_unless_aborted
 
 _EXIT_GRACE = 0.5  # seconds to keep reading after the shell exited (background children may hold the pipe)
 
@@ -138,29 +138,20 @@ class BashTool(ToolBase):
                 output.add(chunk)
                 on_update(AgentToolResult.text(truncate_tail(output.text()).content))
 
-        aborted = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_abort() -> None:
-            loop.call_soon_threadsafe(aborted.set)
-
-        signal.add_listener(on_abort)
         reader = asyncio.ensure_future(pump())
         exited = asyncio.ensure_future(proc.wait())
-        abort_wait = asyncio.ensure_future(aborted.wait())
         try:
-            done, _ = await asyncio.wait({exited, abort_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            outcome = "exit" if exited in done else "aborted" if abort_wait in done else "timeout"
+            finished = await wait_unless_aborted(exited, signal, timeout=timeout)
+            outcome = "exit" if finished else "aborted" if signal.aborted else "timeout"
             if outcome != "exit":
                 _kill(proc.pid)
                 await exited
             await asyncio.wait({reader}, timeout=_EXIT_GRACE)
             return outcome
         finally:
-            signal.remove_listener(on_abort)
-            for task in (reader, exited, abort_wait):
+            for task in (reader, exited):
                 task.cancel()
-            await asyncio.gather(reader, exited, abort_wait, return_exceptions=True)
+            await asyncio.gather(reader, exited, return_exceptions=True)
 
     def _result(self, output: _Output, code: int | None, outcome: str, timeout: float | None) -> AgentToolResult:
         cut = truncate_tail(output.text())

@@ -13,7 +13,6 @@ import argparse
 import inspect
 import json
 import os
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,62 +23,15 @@ from picontext.agent.session import AgentSession
 from picontext.agent.tools import coding_tools
 from picontext.ai.auth import require_api_key
 from picontext.ai.models import Model, ModelCatalog, default_catalog, picontext_dir
+from picontext.cli.base import CliError, flag, looks_like_session_id
 from picontext.cli.loading import CappedWarnings, check_regular_file, session_path
-from picontext.cli.main import CliError, looks_like_session_id
 from picontext.compaction.settings import load_settings
 from picontext.session.manager import SessionManager
 
 Listener = Callable[[dict[str, Any]], Awaitable[None] | None]
-THINKING_CHOICES = ("off", "minimal", "low", "medium", "high", "xhigh")
-
-
-# -- flags -----------------------------------------------------------------------------------------
-
-
-def add_session_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
-    """--model, --thinking and where the conversation is kept: --session/--no-session/-c/-r.
-
-    `suppress=True` leaves attributes unset when a flag is absent: the top-level parser then does
-    not overwrite a subcommand's value, nor a subcommand the value given before its name
-    (`picontext --model X rpc`)."""
-    default: Any = argparse.SUPPRESS if suppress else None
-    flag: Any = argparse.SUPPRESS if suppress else False
-    parser.add_argument("--model", default=default, help="provider/modelId (default: the session's, then settings)")
-    parser.add_argument("--thinking", choices=THINKING_CHOICES, default=default, help="thinking level")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--session", metavar="FILE|ID", default=default,
-                       help="use this session: a file (created if missing) or a session id or unique id prefix")
-    where.add_argument("--no-session", action="store_true", default=flag, help="do not save the conversation")
-    where.add_argument("-c", "--continue", dest="continue_", action="store_true", default=flag,
-                       help="continue the latest session of this directory")
-    where.add_argument("-r", "--resume", nargs="?", const=True, metavar="ID", default=flag,
-                       help="pick one of the recent sessions of this directory, or resume the session with this id")
-
-
-def flag(args: argparse.Namespace, name: str) -> Any:
-    return getattr(args, name, None)
 
 
 # -- opening ---------------------------------------------------------------------------------------
-
-
-def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
-    """Ask which recent session to resume (an arrow-key list, newest first); returns its path.
-    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
-    import asyncio
-
-    from picontext.cli.modes.pickers import choose, session_options
-    from picontext.session.listing import list_sessions
-
-    infos = (list_sessions(cwd) if infos is None else infos)[:20]
-    if not infos:
-        raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
-    if not sys.stdin.isatty() or not sys.stdout.isatty():
-        raise CliError("--resume needs a terminal to pick a session; use -r ID, --session FILE or -c")
-    answer = asyncio.run(choose("Resume which session?", session_options(infos)))
-    if answer is None:
-        raise CliError("No session picked")
-    return infos[int(answer) - 1].path
 
 
 def _resume_word_is_prompt(args: argparse.Namespace) -> None:
@@ -116,6 +68,8 @@ def _open_file_manager(args: argparse.Namespace, cwd: str) -> SessionManager:
     if isinstance(resume, str):
         return SessionManager.open(session_path(resume, cwd), warn=warn)
     if resume:
+        from picontext.cli.modes.pickers import pick_session  # prompt_toolkit: only to pick
+
         return SessionManager.open(pick_session(cwd), warn=warn)
     if flag(args, "continue_"):
         return SessionManager.continue_recent(cwd, warn=warn)

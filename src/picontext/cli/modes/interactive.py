@@ -35,16 +35,9 @@ from rich.text import Text
 from picontext.agent.session import SessionBusyError
 from picontext.ai.types import content_text
 from picontext.cli import render
+from picontext.cli.base import THINKING_CHOICES, CliError, flag
 from picontext.cli.loading import session_path
-from picontext.cli.main import CliError
-from picontext.cli.modes.common import (
-    THINKING_CHOICES,
-    Controller,
-    add_session_flags,
-    build_session,
-    flag,
-    session_for,
-)
+from picontext.cli.modes.common import Controller, build_session, session_for
 from picontext.cli.modes.pickers import TreePicker, choose, session_options, tree_rows
 from picontext.cli.modes.reply_view import ReplyView, short_args
 from picontext.cli.modes.transcript import redraw
@@ -83,19 +76,6 @@ def help_text() -> str:
 
 HELP = help_text()
 _EXIT_WINDOW = 2.0  # seconds between two Ctrl+C on an empty line that leave the chat
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "chat", help="interactive chat in the terminal (also `picontext` without a command)",
-        description="The interactive chat. `picontext PROMPT` is the same as `picontext chat PROMPT`; a prompt "
-        "that starts with a command name goes after `--` or `chat`.",
-        epilog='examples:\n  picontext "fix the failing test in app.py"\n  picontext -c\n'
-        "  picontext -r 01a22be0\n  picontext -- tree of the project: explain it",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("message", nargs="*", help="a first message to send as soon as the chat starts")
-    add_session_flags(p, suppress=True)  # flags given before the command name stay
-    p.set_defaults(handler=cmd_chat)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -442,7 +422,8 @@ class ChatUI:
                     break
                 label = await self.ask(f"Label for {target[:8]} (empty clears it): ")
                 if label is not None:
-                    self.c.manager.append_label_change(target, label.strip() or None)
+                    async with self.c.manager.aexclusive(strict=False):  # a foreign lock never blocks the loop
+                        self.c.manager.append_label_change(target, label.strip() or None)
                 selected = target
                 rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
         if self.c.manager.get_entry(target) is None:
@@ -496,7 +477,8 @@ class ChatUI:
                 self.console.print(Text(f" {mark} {m['provider']}/{m['id']}", style="bold" if mark == "●" else "")
                                    + Text(f"  {window:,} tokens", style="dim"))
             return
-        model = self.c.set_model(arg)
+        async with self.c.manager.aexclusive(strict=False):
+            model = self.c.set_model(arg)
         self.view.line(f"Model: {model['provider']}/{model['id']}", "green")
         self.footer_line()
 
@@ -504,12 +486,14 @@ class ChatUI:
         if not arg:
             self.view.line(f"Thinking level: {self.c.session.thinking_level} ({' '.join(THINKING_CHOICES)})")
             return
-        self.c.session.set_thinking_level(arg)  # type: ignore[arg-type]
+        async with self.c.manager.aexclusive(strict=False):
+            self.c.session.set_thinking_level(arg)  # type: ignore[arg-type]
         self.view.line(f"Thinking level: {arg}", "green")
 
     async def cmd_name(self, arg: str) -> None:
         if arg:
-            self.c.manager.append_session_info(arg)
+            async with self.c.manager.aexclusive(strict=False):
+                self.c.manager.append_session_info(arg)
         self.view.line(f"Session name: {self.c.manager.get_session_name() or '(none)'}")
 
     async def cmd_session(self, _: str) -> None:

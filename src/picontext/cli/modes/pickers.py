@@ -8,6 +8,8 @@ folds a subtree with ← (→ unfolds it again), and `l` labels the selected ent
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ from prompt_toolkit.layout.controls import FormattedTextControl
 from prompt_toolkit.layout.dimension import Dimension
 
 from picontext.cli import render
+from picontext.cli.base import CliError
 
 SHOWN_IN_TREE = frozenset({"message", "compaction", "branch_summary", "custom_message"})
 
@@ -244,3 +247,19 @@ async def choose(question: str, options: list[tuple[str, str]]) -> str | None:
     app: Application[str | None] = Application(layout=Layout(HSplit([Window(control)])), key_bindings=keys,
                                                full_screen=False, erase_when_done=True)
     return await app.run_async()
+
+
+def pick_session(cwd: str, *, infos: list[Any] | None = None) -> str:
+    """Ask which recent session to resume (an arrow-key list, newest first); returns its path.
+    `infos`: the sessions to choose from (default: the session files of `cwd`)."""
+    from picontext.session.listing import list_sessions
+
+    infos = (list_sessions(cwd) if infos is None else infos)[:20]
+    if not infos:
+        raise CliError(f"No sessions to resume in {cwd} (start one with `picontext`)")
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise CliError("--resume needs a terminal to pick a session; use -r ID, --session FILE or -c")
+    answer = asyncio.run(choose("Resume which session?", session_options(infos)))
+    if answer is None:
+        raise CliError("No session picked")
+    return infos[int(answer) - 1].path

@@ -30,8 +30,8 @@ import orjson
 from picontext._json import dumps_line
 from picontext.agent._validate import validate_arguments
 from picontext.agent.events import to_json_event
-from picontext.cli.main import CliError, described
-from picontext.cli.modes.common import THINKING_CHOICES, Controller, add_session_flags, build_session
+from picontext.cli.base import THINKING_CHOICES, CliError
+from picontext.cli.modes.common import Controller, build_session
 from picontext.errors import PicontextError
 
 
@@ -82,15 +82,6 @@ def validate_command(command: dict[str, Any]) -> str | None:
             command.get("provider") and command.get("modelId")):
         return 'set_model needs "model" ("provider/id") or "provider" and "modelId"'
     return None
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("rpc", help="JSON-lines commands on stdin, events and responses on stdout",
-                       **described("RPC mode: one JSON command per stdin line; the session's events and one "
-                                   "response per command on stdout (docs/cli.md lists the commands).",
-                                   'echo \'{"type": "prompt", "message": "hi"}\' | picontext rpc --no-session'))
-    add_session_flags(p, suppress=True)  # flags given before the command name stay
-    p.set_defaults(handler=cmd_rpc)
 
 
 def cmd_rpc(args: argparse.Namespace) -> int:
@@ -268,11 +259,13 @@ class RpcServer:
 
     async def set_model(self, command: dict[str, Any]) -> Any:
         ref = command.get("model") or f"{command['provider']}/{command['modelId']}"
-        model = self.c.set_model(ref)
+        async with self.c.manager.aexclusive(strict=False):  # a foreign lock never blocks the loop
+            model = self.c.set_model(ref)
         return {"provider": model["provider"], "id": model["id"], "contextWindow": model.get("contextWindow")}
 
     async def set_thinking_level(self, command: dict[str, Any]) -> None:
-        self.c.session.set_thinking_level(command["level"])
+        async with self.c.manager.aexclusive(strict=False):
+            self.c.session.set_thinking_level(command["level"])
 
     async def set_auto_compaction(self, command: dict[str, Any]) -> None:
         self.c.set_auto_compaction(command["enabled"])
@@ -292,4 +285,5 @@ class RpcServer:
         name = command["name"]
         if not isinstance(name, str) or not name.strip():
             raise ValueError("name must be a non-empty string")
-        self.c.manager.append_session_info(name.strip())
+        async with self.c.manager.aexclusive(strict=False):
+            self.c.manager.append_session_info(name.strip())

@@ -1,0 +1,187 @@
+"""Every write the agent makes from async code waits for the session file's lock in the store's
+non-blocking writer section: another process holding the lock for 2 s never stalls the event loop
+(abort, RPC and timers keep running) for more than 50 ms.
+
+The loop's stall is measured by a heartbeat task (a 5 ms timer): the time between two beats less
+the timer's own 5 ms and less the time the thread waited for a CPU (its run-queue delay, from
+/proc/thread-self/schedstat). A loop that sleeps in `time.sleep` waiting for the lock shows that
+whole sleep; a loaded machine that merely keeps the thread off the CPU does not count against it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime_helpers import file_entries, kinds, make
+
+from picontext.agent.session import AgentSession
+from picontext.testing import ScriptedModelServer, overflow, reply, text, tokens
+
+HOLD_SECONDS = 2.0
+MAX_STALL = 0.050
+BEAT = 0.005
+
+
+def _run_delay_ns() -> int:
+    """Nanoseconds this thread has spent runnable but waiting for a CPU (0 where unknown)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class Heartbeat:
+    """Beats on the event loop; records each gap that overlaps the window [start, end]."""
+
+    def __init__(self) -> None:
+        self.stalls: list[tuple[float, float, float]] = []  # (begin, end, stall seconds)
+        self.beats = 0
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        last, last_wait = time.monotonic(), _run_delay_ns()
+        while not self._stop.is_set():
+            await asyncio.sleep(BEAT)
+            now, wait = time.monotonic(), _run_delay_ns()
+            self.stalls.append((last, now, (now - last) - BEAT - (wait - last_wait) / 1e9))
+            self.beats += 1
+            last, last_wait = now, wait
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def worst_within(self, start: float, end: float) -> float:
+        return max((s for b, e, s in self.stalls if e > start and b < end), default=0.0)
+
+    def beats_within(self, start: float, end: float) -> int:
+        return sum(1 for b, e, _ in self.stalls if b >= start and e <= end)
+
+
+class ForeignLock:
+    """Another writer's advisory lock on the session file, taken at once (from a listener, the
+    moment the scenario reaches the write under test) and released after HOLD_SECONDS."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.taken_at: float | None = None
+        self.released_at: float | None = None
+        self.released = threading.Event()
+
+    def take(self) -> None:
+        if self.taken_at is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it now: must not wait
+        self.taken_at = time.monotonic()
+
+        def release() -> None:
+            self.released_at = time.monotonic()
+            os.close(fd)
+            self.released.set()
+
+        threading.Timer(HOLD_SECONDS, release).start()
+
+
+async def _measured(lock: ForeignLock, operation: Callable[[], Awaitable[Any]]) -> Heartbeat:
+    heart = Heartbeat()
+    beating = asyncio.ensure_future(heart.run())
+    try:
+        await operation()
+    finally:
+        heart.stop()
+        await beating
+    assert lock.taken_at is not None, "the scenario never reached the write under test"
+    assert lock.released.is_set(), "the operation ended while the lock was held: it did not wait for it"
+    assert lock.released_at is not None
+    assert heart.beats_within(lock.taken_at, lock.released_at) >= 10  # the loop ran while it waited
+    worst = heart.worst_within(lock.taken_at, lock.released_at)
+    assert worst < MAX_STALL, f"the event loop stalled {worst * 1000:.0f} ms behind a foreign lock"
+    return heart
+
+
+def _take_on(session: AgentSession, lock: ForeignLock, kind: str) -> None:
+    session.subscribe(lambda event: lock.take() if event["type"] == kind else None)
+
+
+async def _two_exchanges(session: AgentSession, server: ScriptedModelServer) -> str:
+    for i in range(2):
+        server.expect(reply(text(f"answer {i}"), usage=tokens(300 * (i + 1), 5)))
+        await session.prompt(f"question {i} " + "q" * 800)
+    path = session.manager.get_session_file()
+    assert path is not None
+    return path
+
+
+async def test_overflow_recovery_omits_and_compacts_without_blocking_the_loop(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """The failed attempt's omission (`context_edit`) and the compaction wait for the lock."""
+    session, _ = make(server, tmp_path, compaction={"keepRecentTokens": 50})
+    lock = ForeignLock(await _two_exchanges(session, server))
+    _take_on(session, lock, "agent_end")  # the failed reply is written; its omission is next
+    server.expect(overflow(), text("SUMMARY of questions"), text("recovered answer"))
+    await _measured(lock, lambda: session.prompt("one more"))
+    assert kinds(file_entries(session))[-5:] == ["user", "assistant", "context_edit", "compaction", "assistant"]
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_manual_compaction_writes_its_span_and_entry_without_blocking_the_loop(
+        server: ScriptedModelServer, tmp_path: Path, resumable: bool) -> None:
+    """compaction.resumable writes a span before the summary request: that write waits too."""
+    session, _ = make(server, tmp_path, compaction={"keepRecentTokens": 50, "resumable": resumable})
+    lock = ForeignLock(await _two_exchanges(session, server))
+    _take_on(session, lock, "compaction_start")
+    server.expect(text("SUMMARY of questions"))
+    await _measured(lock, lambda: session.compact())
+    entries = file_entries(session)
+    assert entries[-1]["type"] == "compaction"
+    assert any(e["type"] == "custom" for e in entries) is resumable  # the span record
+
+
+async def test_a_navigation_with_a_summary_writes_without_blocking_the_loop(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    session, _ = make(server, tmp_path)
+    lock = ForeignLock(await _two_exchanges(session, server))
+    target = next(e for e in session.manager.get_entries()
+                  if e["type"] == "message" and e["message"]["role"] == "user"
+                  and e["message"]["content"][0]["text"].startswith("question 1"))
+    server.expect(text("We asked question 1."))
+
+    async def navigate() -> None:
+        lock.take()
+        await session.navigate_tree(target["id"], summarize=True, label="left")
+
+    await _measured(lock, navigate)
+    assert [e["type"] for e in file_entries(session)][-2:] == ["branch_summary", "label"]
+
+
+@pytest.mark.parametrize("command", [
+    {"type": "set_session_name", "name": "renamed"},
+    {"type": "set_thinking_level", "level": "high"},
+])
+async def test_rpc_commands_that_write_do_not_block_the_loop(
+        server: ScriptedModelServer, tmp_path: Path, command: dict[str, Any]) -> None:
+    """An RPC client's command waits for the lock while the loop keeps answering (abort included)."""
+    from picontext.cli.modes.common import Controller
+    from picontext.cli.modes.rpc import RpcServer
+
+    session, _ = make(server, tmp_path)
+    lock = ForeignLock(await _two_exchanges(session, server))
+    written: list[dict[str, Any]] = []
+    rpc = RpcServer(Controller(session), write=written.append)
+
+    async def send() -> None:
+        lock.take()
+        await rpc.handle(command)
+
+    await _measured(lock, send)
+    assert [w["success"] for w in written if w.get("type") == "response"] == [True]
+    assert file_entries(session)[-1]["type"] in ("session_info", "thinking_level_change")
