@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
+import msgspec
 import orjson
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -43,6 +45,9 @@ _SUSPECT = re.compile(
 
 
 _NUMBER_START = frozenset(b"-0123456789")  # a bare number: checked by the exact encoder
+_DIGITS = tuple(bytes([d]) for d in b"0123456789")
+_BARE_STARTS = (b"-", *_DIGITS)
+_LINES = msgspec.json.Encoder().encode_lines
 
 
 class JsonLineError(ValueError):
@@ -132,6 +137,18 @@ def _string_char(c: str) -> str:
     return orjson.dumps(c).decode()[1:-1]
 
 
+def _is_view(value: Any) -> bool:
+    """A read-only sequence handed out instead of a list (the projection's `PrefixView`)."""
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | memoryview)
+
+
+def _view_items(value: Any) -> list[Any]:
+    """orjson's `default`: a read-only sequence is written as the list it reads as."""
+    if _is_view(value):
+        return list(value)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
 def js_stringify(value: Any) -> str:
     """JSON.stringify(value) exactly, for JSON-shaped values (dict keys must be strings)."""
     parts: list[str] = []
@@ -159,7 +176,7 @@ def _write(value: Any, out: Any) -> None:
             out(":")
             _write(value[key], out)
         out("}")
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, list | tuple) or _is_view(value):
         out("[")
         for i, item in enumerate(value):
             if i:
@@ -170,18 +187,85 @@ def _write(value: Any, out: Any) -> None:
         out(orjson.dumps(value).decode())
 
 
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_FLOAT_END = re.compile(rb"\.0[,}\]]")  # starts with a literal: searched at C speed
-_ZERO_SUSPECT = re.compile(rb'0(?:":|e|0{15})')  # on the digits-made-0 copy: one pass, not three
+# Every digit made a 0 and `{[}]` a `,`: each match of `_SUSPECT` then leaves a mark that a
+# substring search finds (a match starts on `,` or `:`; a `,` before or after a number may be any
+# of `{[,}]`, which only adds false alarms). A newline (which JSON text holds only between values:
+# `dumps_joined_lines`) reads as a comma.
+_SHAPES = bytes.maketrans(b"123456789{[}]\n", b"000000000,,,,,")
+_ZERO, _DOT, _MINUS, _QUOTE = b"0"[0], b"."[0], b"-"[0], b'"'[0]
+_STARTS = frozenset(b",:")
+_IN_NUMBER = frozenset(b"0.-,:")  # what may come before the last digit of a number's mantissa
+
+
+def _after_digits(shapes: bytes, at: int) -> int:
+    """Index of the first character before the run of 0s ending just before `at` (-1: none)."""
+    while at > 0 and shapes[at - 1] == _ZERO:
+        at -= 1
+    return at - 1
+
+
+def _run_end(shapes: bytes, at: int) -> int:
+    """Index just past the run of 0s that includes `at`."""
+    while at < len(shapes) and shapes[at] == _ZERO:
+        at += 1
+    return at
+
+
+def _number_before(shapes: bytes, at: int) -> bool:
+    """Whether `shapes[:at]` ends with `[,:]-?0+(.0+)?`: a number that `_SUSPECT` would start on."""
+    i = _after_digits(shapes, at)
+    if i + 1 == at:
+        return False  # no digit
+    if i >= 0 and shapes[i] == _DOT:
+        j = _after_digits(shapes, i)
+        if j + 1 == i:
+            return False
+        i = j
+    if i >= 0 and shapes[i] == _MINUS:
+        i -= 1
+    return i >= 0 and shapes[i] in _STARTS
+
+
+def _key_before(shapes: bytes, at: int) -> bool:
+    """Whether `shapes[:at]` ends with `,"0+` or `:"0+`: a key made of digits that `_SUSPECT` would
+    start on."""
+    i = _after_digits(shapes, at)
+    return i + 1 < at and i >= 1 and shapes[i] == _QUOTE and shapes[i - 1] in _STARTS
+
+
+def _found(shapes: bytes, mark: bytes, test: Any) -> bool:
+    at = shapes.find(mark)
+    while at >= 0:
+        if test(at):
+            return True
+        at = shapes.find(mark, at + 1)
+    return False
 
 
 def _may_be_suspect(out: bytes) -> bool:
-    """False only when `_SUSPECT` cannot match `out`: every match contains a digit followed by
-    `":` or `e`, sixteen digits, or `.0` and a closing `,}]`. Searches that begin with a literal
-    (on a copy with every digit made a 0) run several times faster than `_SUSPECT` over long texts."""
-    if _FLOAT_END.search(out) is not None:
+    """False only when `_SUSPECT` cannot match `out`. On one translated copy (`_SHAPES`), every
+    match leaves: sixteen 0s after a start (an integer beyond 2^53); `0e` after a number (an exponent); `0":`
+    after `,"0+` (an index key); `.0,` where the text has `.0` (a float written with `.0`).
+    Substring searches find the candidates at memory speed, where the regex takes seconds over a
+    large text; text that only looks alike (hex ids like `3e1`) is ruled out cheaply."""
+    shapes = out.translate(_SHAPES)
+    find = shapes.find
+    at = find(b"0000000000000000")
+    while at >= 0:  # sixteen digits right after a start (a fraction's digits are after a ".")
+        start = _after_digits(shapes, at)
+        if start >= 0 and shapes[start] == _MINUS:
+            start -= 1
+        if start >= 0 and shapes[start] in _STARTS:
+            return True
+        at = find(b"0000000000000000", _run_end(shapes, at))
+    at = find(b"0e")
+    while at >= 0:  # most candidates are inside hex strings (`3e1`): ruled out by the character before
+        if (at == 0 or shapes[at - 1] in _IN_NUMBER) and _number_before(shapes, at + 1):
+            return True
+        at = find(b"0e", at + 1)
+    if _found(shapes, b'0":', lambda at: _key_before(shapes, at + 1)):
         return True
-    return _ZERO_SUSPECT.search(out.translate(_DIGITS_TO_ZERO)) is not None
+    return _found(shapes, b".0,", lambda at: out[at + 1] == _ZERO)
 
 
 def _clean(out: bytes) -> bool:
@@ -191,12 +275,26 @@ def _clean(out: bytes) -> bool:
 def dumps(value: Any) -> bytes:
     """Serialize like JSON.stringify: compact, non-ASCII raw, keys in JavaScript's order."""
     try:
-        out = orjson.dumps(value)
+        out = orjson.dumps(value, default=_view_items)
     except TypeError:  # lone surrogates, integers beyond 64 bits
         return js_stringify(value).encode("utf-8")
     if out[0] not in _NUMBER_START and _clean(out):
         return out
+    if len(out) > _WHOLE_EXACT_LIMIT and (isinstance(value, dict | list | tuple) or _is_view(value)):
+        return _dumps_members(value)
     return js_stringify(value).encode("utf-8")
+
+
+_WHOLE_EXACT_LIMIT = 1 << 16  # above this, a suspect value is written again member by member
+
+
+def _dumps_members(value: Any) -> bytes:
+    """`dumps` of a large container one member at a time, so that only the members that need the
+    exact encoder go through it (one float written `1.0` must not send 30 MB through Python)."""
+    if isinstance(value, dict):
+        return b"{" + b",".join(_string(str(key)).encode("utf-8") + b":" + dumps(value[key])
+                                for key in _js_key_order(value)) + b"}"
+    return b"[" + b",".join(map(dumps, value)) + b"]"
 
 
 def dumps_joined(values: list[Any]) -> bytes:
@@ -204,12 +302,36 @@ def dumps_joined(values: list[Any]) -> bytes:
     for JavaScript-only formats once over the whole text (a match in one value's text is a match
     in the whole; each value follows a "[" or "," there, so bare numbers are checked too)."""
     try:
-        out = orjson.dumps(values)
+        out = orjson.dumps(values, default=_view_items)
     except TypeError:  # lone surrogates, integers beyond 64 bits, nesting too deep for orjson
         return b",".join(map(dumps, values))
     if _clean(out):
         return out[1:-1]
     return b",".join(map(dumps, values))
+
+
+def dumps_lines(values: list[Any]) -> list[bytes]:
+    """`[dumps(v) for v in values]` (see `dumps_joined_lines`)."""
+    return dumps_joined_lines(values).split(b"\n") if values else []
+
+
+def dumps_joined_lines(values: list[Any]) -> bytes:
+    """`b"\n".join(dumps(v) for v in values)`, written in one call and checked once.
+
+    msgspec writes newline-delimited JSON in one C call (no per-value work in Python); it escapes
+    strings exactly as orjson and JSON.stringify do (every code point checked:
+    `tests/unit/test_json_lines.py`) and differs from JSON.stringify only where `_SUSPECT` looks
+    (number formats: an exponent, `.0`, sixteen digits), so one format check over the whole text
+    decides; only when it finds something is each value written on its own."""
+    try:
+        out = _LINES(values)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # lone surrogates, odd types, deep nesting
+        return b"\n".join(map(dumps, values))
+    # A line starts like a value after a comma (`_SHAPES` reads "\n" as ","), so a bare number is
+    # checked too; the first line has nothing before it: a bare number there is written exactly.
+    if out[:1] in _BARE_STARTS or _may_be_suspect(out):
+        return b"\n".join(map(dumps, values))
+    return out[:-1]
 
 
 def dumps_line(value: Any) -> bytes:

@@ -55,14 +55,14 @@ async def test_full_disk_during_mask_leaves_no_mask_written(tmp_path: Path, monk
     assert path is not None
     before = _read(path)
     entries_before = len(manager.get_entries())
-    context_before = json.dumps(manager.build_session_context())
+    context_before = json.dumps(manager.build_session_context(), default=list)
     _disk_with_room_for(monkeypatch, 2 * 700)  # enough for two or three edit lines, not for all
     with pytest.raises(SessionWriteError):
         await compact_session(manager, strategy="mask", settings=SMALL)
     monkeypatch.undo()
     assert _read(path) == before
     assert len(manager.get_entries()) == entries_before
-    assert json.dumps(manager.build_session_context()) == context_before
+    assert json.dumps(manager.build_session_context(), default=list) == context_before
     # and it works once there is room again, all masks at once
     outcome = await compact_session(manager, strategy="mask", settings=SMALL)
     assert outcome.masked >= 5

@@ -20,6 +20,7 @@ import random
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def normalise(value: Any) -> Any:
         return None if isinstance(value, float) and not math.isfinite(value) else float(value)
     if isinstance(value, dict):
         return {k: normalise(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, Sequence):  # lists, and the read-only views a projection hands out
         return [normalise(v) for v in value]
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,7 +69,7 @@ def _apply(sm: SessionManager, op: str, pick: int, i: int) -> None:
 
 
 def _dump(value: object) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=list)  # views are written as lists
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -83,6 +85,23 @@ def test_incremental_projection_equals_pure_pipeline(ops: list[tuple[str, int]])
         leaf = sm.get_leaf_id()
         expected_branch = build_session_path(sm.get_entries(), leaf) if leaf else []
         assert sm.get_branch() == expected_branch
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 10_000)), min_size=1, max_size=80))
+def test_a_context_handed_out_never_changes_afterwards(ops: list[tuple[str, int]]) -> None:
+    """The context is handed out as views, not copies: appends, edits, compactions and leaf
+    moves after it must leave every context handed out before exactly as it was."""
+    sm = SessionManager.in_memory("/w", clock=FrozenClock(step_ms=1), ids=SequentialIds())
+    handed_out: list[tuple[Any, Any, bytes, list[tuple[int, bytes]]]] = []
+    for i, (op, pick) in enumerate(ops):
+        _apply(sm, op, pick, i)
+        projection = sm.build_session_projection()
+        handed_out.append((projection.messages, projection.entries, _dump(projection.messages),
+                           [(id(p.source_entry), _dump(p.messages)) for p in projection.entries]))
+        for messages, entries, dumped, sources in handed_out:
+            assert _dump(messages) == dumped, f"after op {i} ({op})"
+            assert [(id(p.source_entry), _dump(p.messages)) for p in entries] == sources, f"after op {i} ({op})"
 
 
 def test_long_session_with_compactions_and_edits_stays_equal() -> None:

@@ -239,7 +239,7 @@ def _state(sm: SessionManager) -> tuple[Any, ...]:
     return (
         json.dumps(sm.get_entries()),
         sm.get_leaf_id(),
-        json.dumps(sm.build_session_context()),
+        json.dumps(sm.build_session_context(), default=list),  # the messages are a read-only view
         sm.get_session_name(),
         sm.get_label("u1"),
     )

@@ -12,10 +12,11 @@ import argparse
 import os
 import sys
 
+from picontext._gc import gc_paused
 from picontext.cli.base import CliError
 from picontext.cli.loading import LoadedSession, load_session
-from picontext.viewer.model import build_view
-from picontext.viewer.page import render_page
+from picontext.viewer.model import page_data
+from picontext.viewer.page import render_page_bytes
 
 
 def default_output(path: str) -> str:
@@ -23,24 +24,30 @@ def default_output(path: str) -> str:
     return base + ".html"
 
 
-def export_html(session: LoadedSession, leaf: str | None = None) -> str:
-    """The page for a loaded session (also used by `/export` in the chat)."""
+def export_html(session: LoadedSession, leaf: str | None = None) -> bytes:
+    """The page for a loaded session, as UTF-8 (also written by `/export` in the chat)."""
     if leaf is not None:
         session.resolve_leaf(leaf)
-    meta, lines = build_view(session.file_entries, leaf, file_name=os.path.basename(session.path))
-    return render_page(meta, lines)
+    meta, packed = page_data(session.file_entries, leaf, file_name=os.path.basename(session.path))
+    return render_page_bytes(meta, b"", packed=packed)
 
 
 def write_export(path: str, leaf: str | None, output: str | None) -> str:
     """Export the session file at `path`; returns where the page went ("-" for stdout)."""
-    page = export_html(load_session(path), leaf)
+    # One collector pause for the whole read and build: the parsed session is gone (freed by
+    # reference counting) when the collector runs again, instead of being rescanned after each
+    # step (measured ~1 s of a 100k-entry export).
+    with gc_paused():
+        page = export_html(load_session(path), leaf)
     out = output or default_output(path)
     if out == "-":
-        sys.stdout.write(page)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(page)
+        sys.stdout.buffer.flush()
         return out
     tmp = f"{out}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "wb") as f:
             f.write(page)
         os.replace(tmp, out)
     except OSError as exc:

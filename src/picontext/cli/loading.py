@@ -53,7 +53,13 @@ class LoadedSession:
     path: str
     file_entries: list[Any]  # header first, migrated in memory
     entries: list[Any]  # non-header entries, file order
-    by_id: dict[Any, Any]
+
+    @cached_property
+    def by_id(self) -> dict[Any, Any]:
+        """id -> entry (later duplicates win), built on first use: the export never needs it."""
+        from picontext.session.projection import build_index
+
+        return build_index(self.entries)
 
     @property
     def header(self) -> dict[str, Any]:
@@ -146,13 +152,12 @@ def load_session(path: str | None) -> LoadedSession:
     session id or unique id prefix, or None for the latest session of the current directory;
     with a session database (`--store URL`), a session id or a unique prefix of one."""
     from picontext.session.migrations import migrate_to_current
-    from picontext.session.projection import build_index
 
     path, result = _open(path, lazy=False)
     file_entries = result.entries
     migrate_to_current(file_entries)
     entries = [e for e in file_entries if not (isinstance(e, dict) and e.get("type") == "session")]
-    return LoadedSession(path, file_entries, entries, build_index(entries))
+    return LoadedSession(path, file_entries, entries)
 
 
 def locate(ref: str | None, cwd: str | None = None) -> SessionStore:

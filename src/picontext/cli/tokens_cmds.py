@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -128,7 +129,7 @@ def _accuracy_line(summary: dict[str, Any]) -> str:
             f"trailing part {summary['medianCalibratedTrailingError']:.1%})")
 
 
-def _accuracy(args: argparse.Namespace, messages: list[Any]) -> int:
+def _accuracy(args: argparse.Namespace, messages: Sequence[Any]) -> int:
     rows = accuracy(messages)
     summary = summarize_accuracy(rows)
     if args.json:

@@ -14,19 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from picontext._gc import gc_paused
 from picontext.compaction.cut_point import find_projected_cut_point
 from picontext.compaction.file_ops import FileOperations, compute_file_lists, extract_file_ops, seed_from_details
 from picontext.compaction.settings import CompactionSettings
 from picontext.compaction.tokens import estimate_projected_context_tokens
-from picontext.session.projection import (
-    ProjectedEntry,
-    SessionProjection,
-    field_of,
-    fold_path,
-    get_context_settings,
-    project_context_entries,
-)
+from picontext.session.projection import ProjectedEntry, SessionProjection, field_of, project_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +40,6 @@ class CompactionPreparation:
     first_kept_entry_index: int
     previous_compaction: Any
     projection: SessionProjection
-
-
-def project_path(path: Sequence[Any], *, with_settings: bool = False) -> SessionProjection:
-    """The projection of an already-resolved root-first path (Pi buildSessionProjection on it).
-
-    Planning needs only entries and messages; thinking level and model are resolved on request.
-    """
-    with gc_paused():
-        projected = project_context_entries(fold_path(path))
-        messages = [m for p in projected for m in p.messages]
-    if not with_settings:
-        return SessionProjection(projected, messages)
-    settings = get_context_settings(path)
-    return SessionProjection(projected, messages, settings.thinking_level, settings.model)
 
 
 def _conversation(entries: Sequence[ProjectedEntry]) -> list[Any]:
@@ -88,7 +66,7 @@ def prepare_compaction(path: Sequence[Any], settings: CompactionSettings, *,
     if path and _is_compaction(path[-1]):
         return None
     if projection is None:
-        projection = project_path(path)
+        projection = project_path(path, with_settings=False)  # planning needs no model or thinking level
     entries = projection.entries
     # Only the newest compaction (index 0) projects messages; one omitted by an edit does not count.
     has_previous = bool(entries) and bool(entries[0].messages) and _is_compaction(entries[0].source_entry)

@@ -8,11 +8,13 @@
     estimate_projected_context_tokens the same, distrusting stale anchors     (Pi estimateProjectedContextTokens)
     estimate_messages_tokens          plain sum, no anchor                    (Pi estimateMessagesTokens)
     should_compact                    the threshold test                      (Pi shouldCompact)
+    BranchEstimate                    estimate_projected_context_tokens at every point of a walk
+                                      along a branch, kept current per entry (the viewer's plot)
 
 "chars" are JavaScript string lengths (UTF-16 code units) and JSON text is JSON.stringify's
 (spec 02 §0, §2). Malformed messages (content that is not a string or a list, blocks without
 their text) count 0 where the reference throws or yields NaN; see docs/divergences.md.
-Everything here is pure.
+Everything here but `BranchEstimate` (which walks a branch once) is pure.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any, Final, TypedDict
 
 import orjson
 
-from picontext.session.projection import field_of
+from picontext.session.live import LiveProjection
+from picontext.session.projection import Entry, field_of, hashable, project_path
 from picontext.session.system_prompt import get_current_system_message
 
 IMAGE_CHARS: Final = 4800  # an image counts as 4800 chars (1200 tokens), whatever its size
@@ -332,3 +335,164 @@ def should_compact(context_tokens: float, context_window: float, settings: Any) 
     if not settings.enabled:
         return False
     return context_tokens > context_window - settings.reserve_tokens
+
+
+def estimate_before(path: Sequence[Any], position: int, start: int = 0) -> int | float:
+    """`estimate_projected_context_tokens` of what a request at `position` of the root-first
+    `path` sees, computed from scratch (the slow, exact way).
+
+    `start` may skip a prefix that cannot matter: everything before the kept part of the newest
+    compaction (the fold and the anchor search then see the same entries).
+    """
+    prefix = list(path[start:position])
+    return estimate_projected_context_tokens(project_path(prefix, with_settings=False), prefix)["tokens"]
+
+
+class _PathView:
+    """A growing root-first list of parsed entries as the entry view a `LiveProjection` reads."""
+
+    def __init__(self, path: list[Any]) -> None:
+        self.path = path
+
+    def entry(self, index: int) -> Any:
+        return self.path[index]
+
+    def types_of(self, positions: list[int]) -> list[Any]:
+        return [field_of(self.path[i], "type") for i in positions]
+
+    def ids_of(self, positions: list[int]) -> list[Any]:
+        return [field_of(self.path[i], "id") for i in positions]
+
+    def role_of(self, index: int) -> Any:
+        return field_of(field_of(self.path[index], "message"), "role")
+
+    def position_of(self, entry_id: Any) -> int | None:
+        return None  # never asked: ids_unique() says no, so the projection maps ids itself
+
+    def ids_unique(self) -> bool:
+        return False
+
+
+_CONTENT: Final = frozenset({"message", "custom_message", "branch_summary"})
+
+
+class BranchEstimate:
+    """`estimate_projected_context_tokens` at every point of a walk along a root-first branch,
+    in linear total time: `add(entry)` for each entry in order; `tokens()` is then what the
+    estimator returns for the projection of the entries added so far (`estimate_before(path,
+    len(path))`, which the tests hold it equal to at every request).
+
+    The projection is one `LiveProjection` (`live`), extended with each entry. While no
+    compaction or context edit follows the newest usage anchor, the estimate is that anchor's
+    usage plus the chars/4 estimates of the messages after it (what `estimate_context_tokens`
+    sums). After a compaction or edit, until the next anchor, every usage in the context is
+    stale or absent and the estimate is the pure one (`pure_estimate`: the replayed system
+    message plus every other message); that sum is kept current from what the projection says
+    each entry adds and each edit replaces (a compaction re-sums the folded context), and the
+    system message is replayed again only when a system message came or went. Only an edit
+    written before its target (which the estimator resolves by positions) runs the estimator
+    itself on the prefix.
+    """
+
+    def __init__(self) -> None:
+        self.path: list[Entry] = []
+        self.live = LiveProjection()
+        self.live.rebuild(_PathView(self.path), [])
+        self._anchor: int | float | None = None  # usage of the newest anchor, None while stale or absent
+        self._trailing = 0  # estimates of the messages after the anchor
+        self._edit_targets: set[Any] = set()
+        self._exotic = False  # an edit came before its target: positions decide, ask the estimator
+        self.fold_from = 0  # where the kept part of the newest compaction starts: nothing before matters
+        self._others = 0  # pure estimate of the non-system messages of the projection
+        self._system_tokens = 0
+        self._system_stale = False
+        self._seen: dict[int, tuple[Any, int]] = {}  # id(message) -> (message, tokens): each estimated once
+
+    def _estimate(self, message: Any) -> int:
+        hit = self._seen.get(id(message))
+        if hit is not None and hit[0] is message:  # the object is kept, so its id is not reused
+            return hit[1]
+        tokens = estimate_tokens(message)
+        self._seen[id(message)] = (message, tokens)
+        return tokens
+
+    def _sum(self, messages: Iterable[Any], sign: int = 1) -> None:
+        for m in messages:
+            if field_of(m, "role") == "system":
+                self._system_stale = True
+            else:
+                self._others += sign * self._estimate(m)
+
+    def _pure(self) -> int:
+        if self._system_stale:
+            system = get_current_system_message(self.live.projection().messages)
+            self._system_tokens = estimate_tokens(system) if system is not None else 0
+            self._system_stale = False
+        return self._system_tokens + self._others
+
+    def tokens(self) -> int | float:
+        """The estimator's answer for the context of the entries added so far."""
+        if self._anchor is not None:
+            return self._anchor + self._trailing
+        if self._exotic:
+            return estimate_before(self.path, len(self.path), self.fold_from)
+        return self._pure()
+
+    def add(self, entry: Entry) -> None:
+        """The next entry of the branch."""
+        pos = len(self.path)
+        self.path.append(entry)
+        live = self.live
+        kind = entry.get("type") if type(entry) is dict else None
+        if type(kind) is str and kind in _CONTENT:  # a list or object is no type (Pi: Set.has)
+            live.append(entry, pos)
+            key = entry.get("id")
+            if self._edit_targets and hashable(key) and key in self._edit_targets:
+                self._sum(live.newest_messages())
+                self._anchor = None  # an edit written before its target: let the estimator sort it out
+                self._exotic = True
+                return
+            # The messages this entry adds (no edit applies to it: none targeted it so far), each
+            # estimated once and remembered for the re-sums after compactions and edits.
+            seen = self._seen
+            for m in live.newest_messages():
+                tokens = estimate_tokens(m)
+                seen[id(m)] = (m, tokens)
+                role = m.get("role") if type(m) is dict else None
+                if role == "system":
+                    self._system_stale = True
+                else:
+                    self._others += tokens
+                usage = get_assistant_usage(m) if role == "assistant" else None
+                if usage is not None:
+                    self._anchor, self._trailing, self._exotic = calculate_context_tokens(usage), 0, False
+                else:
+                    self._trailing += tokens
+        elif kind == "compaction":
+            live.append(entry, pos)
+            self._others = 0
+            self._system_stale = True  # system messages may have left with the folded part
+            self._sum(live.projection().messages)
+            self._anchor = None
+            key = entry.get("id")
+            kept = entry.get("firstKeptEntryId")
+            kept_at = live.first_position(kept) if hashable(kept) else None
+            # A compaction whose id repeats an earlier one is folded at that earlier place: start over.
+            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.first_position(key) == pos else 0
+        elif kind == "context_edit":
+            key = entry.get("id")
+            target = entry.get("targetId")
+            replaced = live.messages_of(target)
+            live.append(entry, pos)
+            if key == target:
+                self._others = 0
+                self._system_stale = True
+                self._sum(live.projection().messages)
+            else:
+                self._sum(replaced, -1)
+                self._sum(live.messages_of(target))
+            self._anchor = None
+            if hashable(target):
+                self._edit_targets.add(target)
+        else:
+            live.append(entry, pos)

@@ -7,10 +7,13 @@ parsed: the compaction, the entries it keeps and those after it, the edits among
 entries that set the model and the thinking level. Each message is written as soon as it is
 projected and then dropped, so memory holds the context's lines as bytes, not as objects.
 
-Same rules as `live.LiveProjection` (and so `projection.build_session_projection`), for the
-regular files the columns describe (unique string ids, parents earlier in the file), where
-"the first entry with this id" is the only one; `tests/session/test_context_stream.py` holds the
-output byte-equal to the full reader's.
+The rules are the pipeline's own stages (`projection.fold_bounds`, `folds_away`,
+`collect_edits`, `project_context_entry`, `settings_from_end`); what is separate here is only
+where entries come from: lines of the file, picked by the columns, parsed one at a time and
+dropped once written. Columns exist only for regular files (unique string ids, parents earlier
+in the file). `tests/session/test_context_stream.py` holds the output byte-equal to
+`_json.dumps(projection.build_session_context(...))` of the whole file, on random sessions and
+at random leaves.
 """
 
 from __future__ import annotations
@@ -22,7 +25,17 @@ from typing import Any
 
 from picontext import _json
 from picontext.session.jsonl_columns import ColumnsOutdated, ColumnView
-from picontext.session.projection import UNDEFINED, ContextSettings, LeafArg, hashable, message_role, project_entry
+from picontext.session.projection import (
+    UNDEFINED,
+    ContextSettings,
+    LeafArg,
+    collect_edits,
+    fold_bounds,
+    folds_away,
+    message_role,
+    project_context_entry,
+    settings_from_end,
+)
 
 _CHUNK_MESSAGES = 256
 # Entry types that project to messages; every other type contributes none, edited or not.
@@ -78,51 +91,30 @@ def context_json(view: ColumnView, leaf: LeafArg) -> Iterator[bytes]:
     compaction_at = last("compaction")
     settings_at = sorted({path[i] for i in (thinking_at, model_change_at, compaction_at) if i >= 0})
     early = dict(zip(settings_at, map(_json.loads, view.lines(settings_at)), strict=True))
-    model_at = max(model_change_at, _last_assistant(view, path, path_kinds, model_change_at, early))
+    settings = settings_from_end(thinking_at, model_change_at,
+                                 lambda after: _last_assistant(view, path, path_kinds, after, early),
+                                 lambda i: early[path[i]])
 
-    settings = ContextSettings()
-    if thinking_at >= 0:
-        settings.update(early[path[thinking_at]])
-    if model_at >= 0:
-        model_only = ContextSettings()
-        model_only.update(early[path[model_at]])
-        settings.model = model_only.model
-
-    kept_messages: set[int] = set()
+    kept: list[int] = []
     if compaction_at < 0:
         context = path
     else:
-        compaction = early[path[compaction_at]]
-        context = [path[compaction_at]]
-        first_kept = view.position_of(compaction.get("firstKeptEntryId"))
-        start = None
-        if first_kept is not None:
-            try:
-                start = path.index(first_kept)
-            except ValueError:
-                start = None
-        if start is not None and start < compaction_at:
-            kept = path[start:compaction_at]
-            context.extend(kept)  # but its system messages: left out by `_pieces`, which reads their roles
-            message_code = view.kind_code("message")
-            kept_messages = {p for p in kept if kinds[p] == message_code}
-        context.extend(path[compaction_at + 1 :])
+        ids = view.ids
+        start, at = fold_bounds([ids[p] for p in path], early[path[compaction_at]])
+        kept = path[start:at]  # but its system messages: left out by `_pieces`, which reads their roles
+        context = [path[compaction_at], *kept, *path[at + 1 :]]
 
     producing = {view.kind_code(k) for k in _PRODUCING} - {-1}
     edit_code = view.kind_code("context_edit")
     compaction_code = view.kind_code("compaction")
-    wanted = [p for i, p in enumerate(context) if kinds[p] == edit_code or (kinds[p] in producing and
-                                                                            (i == 0 or kinds[p] != compaction_code))]
+    # Only a compaction at position 0 projects (project_context_entry): later ones are not read.
+    wanted = [p for i, p in enumerate(context)
+              if kinds[p] == edit_code or (kinds[p] in producing and (i == 0 or kinds[p] != compaction_code))]
     wanted_sorted = sorted(set(wanted))
     lines = dict(zip(wanted_sorted, view.lines(wanted_sorted), strict=True))
-
-    edits: dict[Hashable, Any] = {}
-    if edit_code >= 0:
-        for p in context:
-            if kinds[p] == edit_code:
-                edit = _json.loads(lines[p])
-                if type(edit) is dict and hashable(target := edit.get("targetId")):
-                    edits[target] = edit
+    edits = collect_edits(_json.loads(lines[p]) for p in context if kinds[p] == edit_code) if edit_code >= 0 else {}
+    message_code = view.kind_code("message")
+    kept_messages = {p for p in kept if kinds[p] == message_code}
     return _pieces(view, context, lines, edits, settings, early, kept_messages)
 
 
@@ -154,29 +146,21 @@ def _last_assistant(view: ColumnView, path: list[int], path_kinds: bytes, after:
 def _pieces(view: ColumnView, context: list[int], lines: dict[int, memoryview], edits: dict[Hashable, Any],
             settings: ContextSettings, early: dict[int, Any], kept_messages: set[int]) -> Iterator[bytes]:
     kinds = view.kinds
-    ids = view.ids
-    message_code = view.kind_code("message")
     edit_code = view.kind_code("context_edit")
     loads = _json.loads
     dumps_joined = _json.dumps_joined
     yield b'{"messages":['
     batch: list[Any] = []
     written = False
-    for p in context:
+    for position, p in enumerate(context):
         line = lines.get(p)
         if line is None or kinds[p] == edit_code:
             continue  # projects to nothing (an edit is a message only if it is also a producer: never)
         entry = early[p] if p in early else loads(line)
-        if kept_messages and p in kept_messages and message_role(entry) == "system":
-            del lines[p]
-            continue  # kept by the compaction, except system messages
-        edit = edits.get(ids[p]) if edits else None
-        message = entry.get("message") if kinds[p] == message_code and edit is None else None
-        if type(message) is dict and message.get("content") is not None:
-            batch.append(message)  # the common case: an unedited message is itself
-        else:
-            batch.extend(project_entry(entry, edit))
         del lines[p]
+        if p in kept_messages and folds_away("message", message_role(entry)):
+            continue  # kept by the compaction, except system messages
+        batch.extend(project_context_entry(entry, position, edits))
         if len(batch) >= _CHUNK_MESSAGES:
             yield (b"," if written else b"") + dumps_joined(batch)
             written = True

@@ -9,20 +9,26 @@ longer sees as written:
 * `replaced`  — shown with other content by a `context_edit` (masks, redactions).
 
     dropped_entries(manager)     -> [DroppedEntry]   newest last
+    dropped_on(branch, projection) the same from a branch and its projection (the viewer's walk)
+    dropped_reasons(...)         what dropped_on reports, without the texts
     entry_text(entry)            -> the entry's original text, as the model once saw it
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from picontext.session.projection import collect_edits, field_of, hashable, id_key
+from picontext.session.projection import SessionProjection, collect_edits, field_of, hashable, id_key
 
-__all__ = ["DroppedEntry", "dropped_entries", "entry_text", "find_dropped"]
+__all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "dropped_reasons", "entry_text", "find_dropped",
+           "one_line"]
 
 _CONTENT_TYPES = ("message", "custom_message")
+# json.dumps(value, ensure_ascii=False), without building an encoder per call.
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +67,7 @@ def _blocks_text(content: Any) -> list[str]:
             out.append(f"[thinking] {block.get('thinking', '')}")
         elif kind == "toolCall":
             out.append(f"[tool call {block.get('name')} {block.get('id', '')}] "
-                       f"{json.dumps(block.get('arguments'), ensure_ascii=False)}")
+                       f"{_ARGUMENTS(block.get('arguments'))}")
         elif kind == "image":
             out.append("[image]")
     return out
@@ -88,23 +94,48 @@ def entry_text(entry: Any) -> str:
     return "\n".join(parts)
 
 
-def _preview(text: str, width: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+def one_line(text: str, width: int = 80, limit: int | None = None) -> str:
+    """`text` (its first `limit` characters; None: all) on one line, whitespace runs made one
+    space, cut to `width` with "…"."""
+    # The flattened start of a text is the start of the flattened text: flatten a short start
+    # first and more only while what is flattened still fits (a tool result need not be split whole).
+    end = len(text) if limit is None else min(limit, len(text))
+    n = min(end, 2 * width)
+    while True:
+        flat = " ".join(text[:n].split())
+        if len(flat) > width:
+            return flat[: width - 1] + "…"
+        if n >= end:
+            return flat
+        n = min(end, 4 * n)
 
 
 def dropped_entries(manager: Any) -> list[DroppedEntry]:
     """Entries of the current branch that the model no longer sees as written, oldest first."""
-    branch = manager.get_branch()
-    projection = manager.build_session_projection()
+    return dropped_on(manager.get_branch(), manager.build_session_projection())
+
+
+def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[DroppedEntry]:
+    """`dropped_entries` of a root-first `branch` whose projection is `projection`."""
+    out: list[DroppedEntry] = []
+    for position, role, why, by in dropped_reasons(branch, projection):
+        entry = branch[position]
+        text = entry_text(entry)
+        out.append(DroppedEntry(str(entry.get("id")), role, why, by, len(text), one_line(text)))
+    return out
+
+
+def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> list[tuple[int, str, str, Any]]:
+    """What `dropped_on` reports, without the texts: `(position on the branch, role, why, by)`."""
     visible = {id_key(item.source_entry) for item in projection.entries if item.messages}
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
-    out: list[DroppedEntry] = []
-    for entry in branch:
-        if field_of(entry, "type") not in _CONTENT_TYPES:
+    out: list[tuple[int, str, str, Any]] = []
+    for position, entry in enumerate(branch):
+        kind = entry.get("type") if type(entry) is dict else None
+        if kind != "message" and kind != "custom_message":
             continue
-        entry_id = field_of(entry, "id")
+        entry_id = entry.get("id")
         role = _role(entry)
         if role == "system":
             continue
@@ -120,8 +151,7 @@ def dropped_entries(manager: Any) -> list[DroppedEntry]:
             why, by = "replaced", edit.get("id")
         else:
             continue
-        text = entry_text(entry)
-        out.append(DroppedEntry(str(entry_id), role, why, by, len(text), _preview(text)))
+        out.append((position, role, why, by))
     return out
 
 

@@ -188,6 +188,13 @@ class EntryIndex:
     def position_of(self, entry_id: Any) -> int | None:
         return self._by_id.get(entry_id) if hashable(entry_id) else None
 
+    def session_name(self) -> str | None:
+        """The name of the last session_info entry, stripped (None when none or empty)."""
+        if self.name_position is None:
+            return None
+        name = field_of(self.entry(self.name_position), "name")
+        return name.strip() or None if isinstance(name, str) else None
+
     def ids_unique(self) -> bool:
         """True when no id occurs twice (so `position_of` names the only entry with that id)."""
         return self._ids_unique

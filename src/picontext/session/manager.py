@@ -393,11 +393,7 @@ class SessionManager(ConfirmedWrites):
         return self._index.labels.get(entry_id)
 
     def get_session_name(self) -> str | None:
-        position = self._index.name_position
-        if position is None:
-            return None
-        name = field_of(self._index.entry(position), "name")
-        return name.strip() or None if isinstance(name, str) else None
+        return self._index.session_name()
 
     def get_branch(self, from_id: str | None = None) -> list[Entry]:
         """Root-first path to `from_id` (default: the leaf); [] for an unknown start."""

@@ -1,23 +1,32 @@
-"""From entries to what the model sees: the projection pipeline, as pure functions.
+"""From entries to what the model sees: the projection pipeline, defined once.
 
     build_session_path        leaf -> root walk, reversed              (Pi buildSessionPath)
     get_context_settings      thinking level and model from the path   (Pi getSessionContextSettings)
-    build_context_entries     fold the path at its newest compaction   (Pi buildContextEntries)
+    fold_path / fold_bounds   fold the path at its newest compaction   (Pi buildContextEntries)
     entry_to_messages         one entry -> its messages                (Pi sessionEntryToContextMessages)
     project_entry             apply the winning context edit           (Pi projectContextEntry)
+    ProjectedContext          the folded context, projected entry by entry, extendable per entry
     build_session_projection  all of the above, with provenance        (Pi buildSessionProjection)
     build_session_context     {messages, thinkingLevel, model}         (Pi buildSessionContext)
 
-Nothing here mutates its input: unedited messages are the stored objects themselves, so callers
-treat them as read-only. The module-level functions are the source of truth; the session
-manager keeps an incremental copy (`picontext.session.live`) that a test holds equal to them.
+Every way picontext projects a session goes through these stages: the pure pipeline below, the
+session manager's incremental view (`live.LiveProjection`: the path kept per append, the
+context kept in a `ProjectedContext`), `context --json` from the entry columns
+(`context_stream.py`: the same fold, edit and per-entry stages over lines it reads) and the
+viewer's walk along a branch (`viewer/timeline.py`, over a `LiveProjection`).
+
+Nothing here mutates its input: unedited messages are the stored objects themselves, and the
+lists a projection hands out are read-only `PrefixView`s of lists that are only ever appended
+to, so handing out the context of a 100k-message session costs O(1), not a copy. Callers treat
+messages and views as read-only and take `list(view)` when they need a list of their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from itertools import islice
+from typing import Any, Final, TypeVar, overload
 
 from picontext._clock import js_date_ms
 from picontext._gc import gc_paused
@@ -179,12 +188,32 @@ def get_latest_compaction_entry(entries: Sequence[Entry]) -> Entry | None:
     return None
 
 
-def fold_path(path: Sequence[Entry]) -> list[Entry]:
-    """Fold a root-first path at its newest compaction: `[C, kept..., after...]`.
+def fold_bounds(ids: Sequence[Any], compaction: Entry) -> tuple[int, int]:
+    """Where `compaction` (the newest compaction of a root-first path whose entry ids are `ids`,
+    None for an entry without one) folds the path: `(start, at)`. The folded context is the
+    compaction, the entries `start..at-1` except system messages (`folds_away`), and every entry
+    after `at`.
 
-    Kept = entries before C from the one named by `firstKeptEntryId` on, without system
-    messages; an id that does not occur before C (including C's own: retain-none) keeps nothing.
-    """
+    `at` is the first entry with the compaction's id (Pi locates it by id, so with duplicate ids
+    the first occurrence wins); `start` the first entry before `at` whose id is the compaction's
+    `firstKeptEntryId`, else `at` (an id that does not occur before it, the compaction's own
+    included, keeps nothing: retain-none)."""
+    at = ids.index(compaction.get("id"))
+    try:
+        start = ids.index(compaction.get("firstKeptEntryId"), 0, at)
+    except ValueError:
+        start = at
+    return start, at
+
+
+def folds_away(kind: Any, role: Any) -> bool:
+    """Whether an entry of the kept part is left out of the folded context: system messages are
+    (the compaction carries the prompt state as its `systemMessage`)."""
+    return kind == "message" and role == "system"
+
+
+def fold_path(path: Sequence[Entry]) -> list[Entry]:
+    """Fold a root-first path at its newest compaction: `[C, kept..., after...]` (`fold_bounds`)."""
     compaction_at = -1
     for i in range(len(path) - 1, -1, -1):
         if field_of(path[i], "type") == "compaction":
@@ -193,14 +222,10 @@ def fold_path(path: Sequence[Entry]) -> list[Entry]:
     if compaction_at < 0:
         return list(path)
     compaction = path[compaction_at]
-    # Pi locates the compaction by id; with duplicate ids the first occurrence wins.
-    cid = compaction.get("id")
-    compaction_at = next(i for i, entry in enumerate(path) if field_of(entry, "id") == cid)
-    first_kept = compaction.get("firstKeptEntryId")
+    start, at = fold_bounds([field_of(entry, "id") for entry in path], compaction)
     result = [compaction]
-    start = next((i for i in range(compaction_at) if field_of(path[i], "id") == first_kept), compaction_at)
-    result.extend(entry for entry in path[start:compaction_at] if message_role(entry) != "system")
-    result.extend(path[compaction_at + 1 :])
+    result.extend(entry for entry in path[start:at] if not folds_away(field_of(entry, "type"), message_role(entry)))
+    result.extend(path[at + 1 :])
     return result
 
 
@@ -299,16 +324,87 @@ def project_entry(entry: Entry, edit: Entry | None = None) -> list[Any]:
     return result
 
 
+T = TypeVar("T")
+
+
+class PrefixView(Sequence[T]):
+    """The first `len` items of a list that its owner only ever appends to: a read-only snapshot
+    made in O(1), however long the list.
+
+    The owner (`ProjectedContext`) never changes or removes an item of a list it has handed out;
+    any change other than an append is made on a new list, so a view never changes after it is
+    made. It reads like a list (len, iteration, reversed, indexing; a slice is a new list) and
+    has no append, insert or item assignment. `list(view)` when a list of one's own is needed.
+    """
+
+    __slots__ = ("_items", "_len")
+
+    def __init__(self, items: list[T], length: int | None = None) -> None:
+        self._items = items
+        self._len = len(items) if length is None else length
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            return self._items[start:stop:step]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError("view index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return islice(self._items, self._len)  # items appended later are not part of this view
+
+    def __reversed__(self) -> Iterator[T]:
+        return map(self._items.__getitem__, range(self._len - 1, -1, -1))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PrefixView | list | tuple):
+            return NotImplemented
+        return len(other) == self._len and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]  # like a list
+
+    def __add__(self, other: Iterable[T]) -> list[T]:
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[T]) -> list[T]:
+        return [*other, *self]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return PrefixView, (list(self),)
+
+
 @dataclass(slots=True)
 class ProjectedEntry:
+    """One folded context entry and the messages it projects to. Never changed once made: an
+    edit gives its target a new `ProjectedEntry`."""
+
     source_entry: Entry
     messages: list[Any]
 
 
 @dataclass(slots=True)
 class SessionProjection:
-    entries: list[ProjectedEntry] = field(default_factory=list)
-    messages: list[Any] = field(default_factory=list)
+    """What the model sees, with provenance. `entries` and `messages` are read-only sequences
+    (`PrefixView`s when they come from a `ProjectedContext`)."""
+
+    entries: Sequence[ProjectedEntry] = field(default_factory=list)
+    messages: Sequence[Any] = field(default_factory=list)
     thinking_level: Any = "off"
     model: dict[str, Any] | None = None
 
@@ -329,29 +425,197 @@ def collect_edits(context_entries: Iterable[Entry]) -> dict[Hashable, Entry]:
     return edits
 
 
+def project_context_entry(entry: Entry, position: int, edits: Mapping[Hashable, Entry]) -> list[Any]:
+    """The messages of the folded context entry at `position`, with `edits` (targetId -> edit)
+    applied. Only a compaction at position 0 (the newest, which folded the path) contributes
+    its summary; an unedited message with content is itself."""
+    if type(entry) is dict:
+        kind = entry.get("type")
+        key = entry.get("id")
+        edit = edits.get(key) if edits and hashable(key) else None
+        if kind == "message" and edit is None:
+            message = entry.get("message")
+            if type(message) is dict and message.get("content") is not None:
+                return [message]
+        elif position > 0 and kind == "compaction":
+            return []
+    else:
+        edit = None
+    return project_entry(entry, edit)
+
+
 def project_context_entries(context_entries: Sequence[Entry]) -> list[ProjectedEntry]:
-    """Project each folded entry; only a compaction at index 0 contributes its summary."""
+    """Project each folded entry (`project_context_entry`) with the context's own edits."""
     edits = collect_edits(context_entries)
-    projected: list[ProjectedEntry] = []
-    append = projected.append
-    for index, entry in enumerate(context_entries):
+    return [ProjectedEntry(entry, project_context_entry(entry, i, edits)) for i, entry in enumerate(context_entries)]
+
+
+class ProjectedContext:
+    """The folded context entries of one path, each with its projected messages, and their
+    concatenation; extended one entry at a time as the path grows.
+
+    `reset(context)` projects a folded context (`fold_path`); `append(entry)` adds the next
+    entry of the path (not a compaction: that re-folds, so the owner resets). A plain entry
+    appends its messages; a context edit re-projects only the entries it targets. `view()`
+    hands out the result as `PrefixView`s in O(1): the entry and message lists are only ever
+    appended to while views of them exist; an edit copies the entry list first if it was handed
+    out, and rebuilds the message list as a new list at the next `view()`.
+
+    Invariant: `view()` equals `project_context_entries(entries)` and its flattened messages.
+    """
+
+    __slots__ = ("_edit_count", "_edits", "_messages", "_positions", "_projected", "_shared", "_stale", "entries")
+
+    def __init__(self, context: list[Entry] | None = None) -> None:
+        self.reset([] if context is None else context)
+
+    def reset(self, context: list[Entry]) -> None:
+        """Project `context` (a folded path, root first; the object adopts the list)."""
+        self.entries = context
+        self._edits = edits = collect_edits(context)
+        self._edit_count: int | None = None  # counted on first use
+        project = project_context_entry
+        self._projected = projected = [ProjectedEntry(e, project(e, i, edits)) for i, e in enumerate(context)]
+        self._messages = [m for p in projected for m in p.messages]
+        self._positions: dict[Hashable, list[int]] | None = None  # id -> context positions, built on first use
+        self._stale = False
+        self._shared = False
+
+    @property
+    def edit_count(self) -> int:
+        """How many context_edit entries the context holds."""
+        if self._edit_count is None:
+            self._edit_count = sum(1 for e in self.entries if field_of(e, "type") == "context_edit")
+        return self._edit_count
+
+    def _positions_of(self, key: Hashable) -> list[int]:
+        positions = self._positions
+        if positions is None:
+            positions = {}
+            for i, entry in enumerate(self.entries):
+                entry_id = field_of(entry, "id")
+                if hashable(entry_id):
+                    positions.setdefault(entry_id, []).append(i)
+            self._positions = positions
+        return positions.get(key, [])
+
+    def append(self, entry: Entry) -> None:
+        """Add the next (non-compaction) entry of the path to the context."""
+        position = len(self.entries)
+        self.entries.append(entry)
+        messages: list[Any] | None = None
+        key = None
         if type(entry) is dict:
-            kind = entry.get("type")
             key = entry.get("id")
-            edit = edits.get(key) if edits and hashable(key) else None
-            if kind == "message" and edit is None:
-                # The common case, inlined: an unedited message with content is itself.
+            kind = entry.get("type")
+            if kind == "message":
                 message = entry.get("message")
-                if type(message) is dict and message.get("content") is not None:
-                    append(ProjectedEntry(entry, [message]))
-                    continue
-            elif index > 0 and kind == "compaction":
-                append(ProjectedEntry(entry, []))
-                continue
-        else:
-            edit = None
-        append(ProjectedEntry(entry, project_entry(entry, edit)))
-    return projected
+                if type(message) is dict and message.get("content") is not None and (
+                        not self._edits or not hashable(key) or key not in self._edits):
+                    messages = [message]  # the common case (project_context_entry's first rule), inline
+            elif kind == "context_edit":
+                self._retarget(entry, position)
+        if messages is None:
+            messages = project_context_entry(entry, position, self._edits)
+        self._projected.append(ProjectedEntry(entry, messages))
+        positions = self._positions
+        if positions is not None and (type(key) is str or hashable(key)):
+            found = positions.get(key)
+            if found is None:
+                positions[key] = [position]
+            else:
+                found.append(position)
+        if not self._stale:
+            self._messages.extend(messages)
+
+    def _retarget(self, edit: dict[str, Any], position: int) -> None:
+        """Take in the context edit at `position`: re-project the earlier entries it targets."""
+        if self._edit_count is not None:
+            self._edit_count += 1
+        target = edit.get("targetId")
+        if not hashable(target):
+            return
+        self._edits[target] = edit
+        retarget = [i for i in self._positions_of(target) if i < position]
+        if not retarget:
+            return
+        if self._shared:  # views hold the old list: change a copy
+            self._projected = list(self._projected)
+            self._shared = False
+        projected, context, edits = self._projected, self.entries, self._edits
+        for i in retarget:
+            projected[i] = ProjectedEntry(context[i], project_context_entry(context[i], i, edits))
+        self._stale = True
+
+    def view(self, settings: ContextSettings | None = None) -> SessionProjection:
+        """The projection now, in O(1) (see the class docstring)."""
+        if self._stale:
+            self._messages = [m for p in self._projected for m in p.messages]
+            self._stale = False
+        self._shared = True
+        projection = SessionProjection(PrefixView(self._projected), PrefixView(self._messages))
+        if settings is not None:
+            projection.thinking_level, projection.model = settings.thinking_level, settings.model
+        return projection
+
+    def contributes(self, entry_id: Any) -> bool:
+        """Whether a context entry with `entry_id` projects to some message."""
+        if not hashable(entry_id):
+            return any(field_of(p.source_entry, "id") == entry_id and p.messages for p in self._projected)
+        projected = self._projected
+        return any(projected[i].messages for i in self._positions_of(entry_id))
+
+    def messages_of(self, entry_id: Any) -> list[Any]:
+        """The projected messages of the context entries with `entry_id` (what an edit of that
+        id replaces), in context order."""
+        if not hashable(entry_id):
+            return [m for p in self._projected if field_of(p.source_entry, "id") == entry_id for m in p.messages]
+        projected = self._projected
+        return [m for i in self._positions_of(entry_id) for m in projected[i].messages]
+
+    def newest_messages(self) -> list[Any]:
+        """The projected messages of the newest context entry."""
+        return self._projected[-1].messages if self._projected else []
+
+
+def settings_of(thinking: Entry | None, model: Entry | None) -> ContextSettings:
+    """The settings of a path whose last thinking_level_change is `thinking` and whose last
+    model-setting entry (model_change or assistant message) is `model` (None: none)."""
+    settings = ContextSettings()
+    if thinking is not None:
+        settings.update(thinking)
+    if model is not None:
+        settings.update(model)  # sets only the model
+    return settings
+
+
+def setting_entries_from_end(thinking_at: int, model_change_at: int, last_assistant_after: Callable[[int], int],
+                             entry_at: Callable[[int], Entry]) -> tuple[Entry | None, Entry | None]:
+    """The entries `settings_of` needs, found from the end of a path (last writer wins):
+    `thinking_at` and `model_change_at` are the path indexes of the last thinking_level_change
+    and model_change (-1: none); `last_assistant_after(i)` the index of the last assistant
+    message after `i` (-1: none); `entry_at(i)` the entry at a path index. Only those entries
+    are read, so a path of unparsed lines stays unparsed."""
+    model_at = max(model_change_at, last_assistant_after(model_change_at))
+    return (entry_at(thinking_at) if thinking_at >= 0 else None, entry_at(model_at) if model_at >= 0 else None)
+
+
+def settings_from_end(thinking_at: int, model_change_at: int, last_assistant_after: Callable[[int], int],
+                      entry_at: Callable[[int], Entry]) -> ContextSettings:
+    """`get_context_settings` of a path from its last entries of each kind
+    (`setting_entries_from_end`)."""
+    return settings_of(*setting_entries_from_end(thinking_at, model_change_at, last_assistant_after, entry_at))
+
+
+def project_path(path: Sequence[Entry], *, with_settings: bool = True) -> SessionProjection:
+    """The projection of a resolved root-first path (Pi buildSessionProjection on it); without
+    `with_settings`, thinking level and model keep their defaults (planning does not need them)."""
+    with gc_paused():
+        projection = ProjectedContext(fold_path(path)).view()
+    if with_settings:
+        settings = get_context_settings(path)
+        projection.thinking_level, projection.model = settings.thinking_level, settings.model
+    return projection
 
 
 def build_session_projection(
@@ -359,15 +623,12 @@ def build_session_projection(
 ) -> SessionProjection:
     """Compaction-aware, edit-aware projection with provenance (Pi buildSessionProjection)."""
     with gc_paused():
-        path = build_session_path(entries, leaf_id, by_id)
-        settings = get_context_settings(path)
-        projected = project_context_entries(fold_path(path))
-        messages = [m for p in projected for m in p.messages]
-    return SessionProjection(projected, messages, settings.thinking_level, settings.model)
+        return project_path(build_session_path(entries, leaf_id, by_id))
 
 
 def build_session_context(
     entries: Sequence[Entry], leaf_id: LeafArg = LAST, by_id: Mapping[Hashable, Entry] | None = None
 ) -> dict[str, Any]:
-    """`{"messages", "thinkingLevel", "model"}` exactly as Pi's buildSessionContext returns it."""
+    """`{"messages", "thinkingLevel", "model"}` exactly as Pi's buildSessionContext returns it
+    (the messages as a read-only `PrefixView`)."""
     return build_session_projection(entries, leaf_id, by_id).context()

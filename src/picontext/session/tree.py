@@ -1,6 +1,7 @@
 """The session tree over an `EntryIndex`: root-to-leaf paths and the whole forest.
 
     path_to(index, leaf)   -> positions root -> leaf (Pi buildSessionPath, on the index)
+    tree_positions(index)  -> roots and children as positions (Pi getTree's order)
     build_tree(index)      -> [TreeNode] (Pi getTree: children by timestamp, orphans are roots)
 
 `leaf` is an entry id, None (before the first entry) or `projection.LAST` (the last entry of the
@@ -9,15 +10,15 @@ file, when it has no id).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 from picontext._clock import js_date_ms
 from picontext.session.index import EntryIndex, key_of
-from picontext.session.projection import Entry, LeafArg, field_of
+from picontext.session.projection import Entry, LeafArg, field_of, hashable
 
-__all__ = ["BranchView", "TreeNode", "build_tree", "path_to"]
+__all__ = ["BranchView", "TreeNode", "build_tree", "path_to", "tree_positions"]
 
 
 @dataclass(slots=True)
@@ -26,6 +27,7 @@ class TreeNode:
     children: list[TreeNode] = field(default_factory=list)
     label: str | None = None
     label_timestamp: str | None = None
+    position: int = -1  # of the entry in file order (in the index)
 
 
 def path_to(index: EntryIndex, leaf: LeafArg) -> list[int]:
@@ -63,36 +65,63 @@ def _path_without_cycle(parent_pos: list[int | None], start: int) -> list[int]:
     return path
 
 
-def build_tree(index: EntryIndex) -> list[TreeNode]:
-    """Forest of nodes; children sorted by timestamp (stable), orphans become roots."""
-    nodes: dict[Hashable, TreeNode] = {}
-    ordered: list[tuple[Entry, TreeNode]] = []
-    for position in range(len(index)):
-        entry = index.entry(position)
-        key = key_of(field_of(entry, "id"))
-        node = TreeNode(entry, [], index.labels.get(key), index.label_ts.get(key))
-        if key is not None:
-            nodes[key] = node
-        ordered.append((entry, node))
-    roots: list[TreeNode] = []
-    for entry, node in ordered:
-        parent_id = field_of(entry, "parentId")
-        parent = nodes.get(key_of(parent_id)) if parent_id is not None else None
-        if parent_id is None or parent_id == field_of(entry, "id") or parent is None:
-            roots.append(node)
+def tree_positions(index: EntryIndex) -> tuple[list[int], dict[int, list[int]]]:
+    """The forest as positions: the roots, and the children of each position that has any,
+    sorted by timestamp (stable). An entry whose parent id is absent or null, is its own id, or
+    names no entry is a root; with duplicate ids the last entry with an id is its children's parent.
+    """
+    entries = [index.entry(p) for p in range(len(index))]
+    ids = [e.get("id") if type(e) is dict else None for e in entries]
+    try:
+        node_of = dict(zip(ids, range(len(ids)), strict=True))  # later duplicates win
+    except TypeError:  # an id that cannot be a key (a JSON list or object)
+        node_of = {key: p for p, key in enumerate(ids) if hashable(key)}
+    node_of.pop(None, None)
+    roots: list[int] = []
+    children: dict[int, list[int]] = {}
+    get = node_of.get
+    for p, entry in enumerate(entries):
+        parent_id = entry.get("parentId") if type(entry) is dict else None
+        if parent_id is None:
+            roots.append(p)
+            continue
+        parent = get(parent_id) if type(parent_id) is str else get(key_of(parent_id))
+        if parent is None or parent_id == ids[p]:
+            roots.append(p)
         else:
-            parent.children.append(node)
-    stack = list(roots)
+            found = children.get(parent)
+            if found is None:
+                children[parent] = [p]
+            else:
+                found.append(p)
+    for kids in children.values():
+        if len(kids) > 1:  # a sort of one still parses its timestamp
+            kids.sort(key=lambda p: _timestamp_ms(entries[p]))
+    return roots, children
+
+
+def build_tree(index: EntryIndex) -> list[TreeNode]:
+    """Forest of nodes (`tree_positions`): children sorted by timestamp, orphans are roots."""
+    roots, children = tree_positions(index)
+    labels, label_ts = index.labels, index.label_ts
+
+    def node(p: int) -> TreeNode:
+        entry = index.entry(p)
+        key = key_of(field_of(entry, "id"))
+        return TreeNode(entry, [], labels.get(key), label_ts.get(key), p)
+
+    nodes = [node(p) for p in roots]
+    stack = list(nodes)
     while stack:
-        node = stack.pop()
-        if len(node.children) > 1:  # a sort of one still parses its timestamp
-            node.children.sort(key=_timestamp_key)
-        stack.extend(node.children)
-    return roots
+        parent = stack.pop()
+        kids = [node(p) for p in children.get(parent.position, ())]
+        parent.children = kids
+        stack.extend(kids)
+    return nodes
 
 
-def _timestamp_key(node: TreeNode) -> float:
-    ms = js_date_ms(field_of(node.entry, "timestamp"))
+def _timestamp_ms(entry: Entry) -> float:
+    ms = js_date_ms(field_of(entry, "timestamp"))
     return ms if ms == ms else 0.0
 
 

@@ -10,13 +10,17 @@
   100k-entry session costs the browser one string split, not 100k objects or DOM nodes.
 
 Everything is computed by the same functions the CLI uses (`session.dropped`, `compaction.tokens`,
-`session.projection`, the manager's tree and labels); the page only shows it.
+`session.projection`, the manager's tree and labels), in one walk along the branch over one
+incremental projection (`timeline.py`); the page only shows it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from msgspec import UNSET
 
 from picontext import _json
 from picontext._gc import gc_paused
@@ -24,22 +28,26 @@ from picontext.ai.models import ModelCatalog, default_catalog
 from picontext.compaction.records import FAILURE_TYPE, failure_line, failure_records
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
 from picontext.compaction.verify import parse_ledger
-from picontext.errors import PicontextError
-from picontext.session.dropped import dropped_entries, entry_text
-from picontext.session.manager import SessionManager
-from picontext.session.projection import field_of, fold_path, hashable
-from picontext.viewer.timeline import build_timeline
+from picontext.errors import EntryNotFound, PicontextError
+from picontext.session.dropped import dropped_reasons, entry_text, one_line
+from picontext.session.index import EntryIndex, key_of
+from picontext.session.migrations import migrate_to_current
+from picontext.session.projection import field_of, hashable
+from picontext.session.tree import path_to, tree_positions
+from picontext.viewer.page import pack_in_background
+from picontext.viewer.parallel import beside
+from picontext.viewer.timeline import Timeline, build_timeline
 
-__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview"]
+__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_data"]
 
 PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
 _WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by position
+_PARALLEL_FROM = 5_000  # entries: below this, forking costs more than it saves
 
 
 def _short(text: str, width: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text[: width * 4].split())  # a long tool result need not be split whole for 80 chars
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return one_line(text, width, width * 4)  # the start of a long text is enough for a preview
 
 
 def entry_preview(entry: Any) -> str:
@@ -48,12 +56,8 @@ def entry_preview(entry: Any) -> str:
         return _short(_json.dumps(entry).decode(errors="replace"))
     kind = entry.get("type")
     if kind in _CONTENT:
-        message = entry.get("message")
-        if isinstance(message, dict) and message.get("role") == "system" and not entry_text(entry).strip():
-            sections = message.get("sections")
-            names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
-            return _short(f"system prompt · sections: {names}" if names else "system prompt")
-        return _short(entry_text(entry))
+        text = entry_text(entry)
+        return _system_preview(entry, text) or _short(text)
     if kind == "compaction":
         return _short(f"compaction · {entry.get('tokensBefore')} tokens before · {entry.get('summary', '')}")
     if kind == "branch_summary":
@@ -79,6 +83,17 @@ def entry_preview(entry: Any) -> str:
         return _short(f"usage [{entry.get('kind')}] {entry.get('provider')}/{entry.get('model')}: "
                       f"{usage.get('totalTokens')} tokens")
     return _short(f"{kind} (unknown type)")
+
+
+def _system_preview(entry: dict[str, Any], text: str) -> str | None:
+    """The preview of a system prompt entry without text of its own (`text` is its `entry_text`);
+    None for any other entry."""
+    message = entry.get("message")
+    if isinstance(message, dict) and message.get("role") == "system" and not text.strip():
+        sections = message.get("sections")
+        names = ", ".join(map(str, sections)) if isinstance(sections, dict) else ""
+        return _short(f"system prompt · sections: {names}" if names else "system prompt")
+    return None
 
 
 def _role(entry: Any) -> str:
@@ -117,35 +132,94 @@ def _add_usage(row: dict[str, Any], usage: Any) -> None:
         row["cost"] = row.get("cost", 0) + cost["total"]
 
 
-def _models_table(entries: list[Any]) -> list[dict[str, Any]]:
+class _ModelsTable:
     """Tokens and cost per model over the whole file; the extra rows make the total equal `stats`."""
-    rows: dict[str, dict[str, Any]] = {}
 
-    def row(name: str) -> dict[str, Any]:
-        return rows.setdefault(name, {"model": name, "calls": 0})
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, Any]] = {}
 
-    for entry in entries:
-        kind = field_of(entry, "type")
+    def _count(self, name: str, usage: Any) -> None:
+        r = self.rows.get(name)
+        if r is None:
+            r = self.rows[name] = {"model": name, "calls": 0}
+        r["calls"] += 1
+        _add_usage(r, usage)
+
+    def add(self, entry: Any, kind: Any, message: Any, role: Any) -> None:
+        """One entry of the file: its type, and for a `message` entry its message and role."""
         if kind == "message":
-            message = entry.get("message")
-            role = field_of(message, "role")
             if role == "assistant":
-                r = row(f"{message.get('provider', '?')}/{message.get('model', '?')}")
-                r["calls"] += 1
-                _add_usage(r, message.get("usage"))
+                self._count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
             elif role == "toolResult" and isinstance(message.get("usage"), dict):
-                r = row("(inside tool results)")
-                r["calls"] += 1
-                _add_usage(r, message.get("usage"))
+                self._count("(inside tool results)", message.get("usage"))
         elif kind == "usage":
-            r = row(f"{entry.get('provider', '?')}/{entry.get('model', '?')}")
-            r["calls"] += 1
-            _add_usage(r, entry.get("usage"))
+            self._count(f"{entry.get('provider', '?')}/{entry.get('model', '?')}", entry.get("usage"))
         elif kind in ("compaction", "branch_summary") and isinstance(entry.get("usage"), dict):
-            r = row("(compaction summaries)" if kind == "compaction" else "(branch summaries)")
-            r["calls"] += 1
-            _add_usage(r, entry.get("usage"))
-    return sorted(rows.values(), key=lambda r: -r.get("cost", 0))
+            self._count("(compaction summaries)" if kind == "compaction" else "(branch summaries)", entry.get("usage"))
+
+    def table(self) -> list[dict[str, Any]]:
+        return sorted(self.rows.values(), key=lambda r: -r.get("cost", 0))
+
+
+@dataclass(slots=True)
+class _EntryFacts:
+    """What the page shows of each entry on its own, in file order (no branch or projection
+    needed): the meta's per-entry columns, the tree rows, the models table, and for message and
+    custom message entries the length of their text and, where it differs from the preview, the
+    preview `dropped` makes of the whole text."""
+
+    ids: list[str]
+    kinds: dict[str, Any]
+    roles: dict[str, Any]
+    flags: list[int]
+    previews: list[str]
+    models: list[dict[str, Any]]
+    order: list[int]
+    prefix: list[str]
+    labels: list[list[Any]]
+    chars: dict[int, int]
+    whole_previews: dict[int, str]
+    packed: bytes | None = None  # `page.pack` of the lines, when asked for
+
+
+def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
+    ids: list[str] = []
+    kinds: list[str] = []
+    roles: list[str] = []
+    flags: list[int] = []
+    shown: list[str] = []
+    chars: dict[int, int] = {}
+    whole: dict[int, str] = {}
+    models = _ModelsTable()
+    limit = PREVIEW_CHARS * 4
+    for i, entry in enumerate(entries):
+        if type(entry) is dict:
+            kind, entry_id = entry.get("type"), entry.get("id")
+            message = entry.get("message") if kind == "message" else None
+            role = message.get("role") if type(message) is dict else None
+        else:
+            kind = entry_id = message = role = None
+        ids.append(entry_id if type(entry_id) is str else _json.dumps(entry_id).decode())
+        kinds.append(str(kind))
+        roles.append(str(role or "") if kind == "message" else _role(entry) if kind == "custom" else "")
+        flags.append(_flags(entry) if role == "assistant" else 0)
+        if kind == "message" or kind == "custom_message":
+            text = entry_text(entry)
+            plain = _short(text)
+            preview = _system_preview(entry, text) or plain
+            chars[i] = len(text)
+            # `dropped` previews the whole text: differently where the preview saw only the start
+            # of a long text, or is a system prompt's.
+            if preview is not plain or (len(text) > limit and not plain.endswith("…")):
+                whole[i] = one_line(text)
+        else:
+            preview = entry_preview(entry)
+        shown.append(preview)
+        if kind is not None:
+            models.add(entry, kind, message, role)
+    order, prefix, labels = _tree_rows(index)
+    return _EntryFacts(ids, _codes(kinds), _codes(roles), flags, shown, models.table(), order, prefix, labels,
+                       chars, whole)
 
 
 def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
@@ -174,127 +248,183 @@ def build_view(file_entries: list[Any], leaf: str | None = None, *, file_name: s
                catalog: ModelCatalog | None = None,
                settings: CompactionSettings | None = None) -> tuple[dict[str, Any], list[bytes]]:
     """`(meta, lines)` for the page; `leaf` picks the branch (default: the session's leaf)."""
+    meta, joined = view_data(file_entries, leaf, file_name=file_name, catalog=catalog, settings=settings)
+    return meta, joined.split(b"\n") if meta["ids"] else []
+
+
+def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+              catalog: ModelCatalog | None = None,
+              settings: CompactionSettings | None = None) -> tuple[dict[str, Any], bytes]:
+    """`build_view` with the lines joined by newlines, as the page embeds them."""
     with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
-        return _build_view(file_entries, leaf, file_name, catalog, settings)
+        view = _View(file_entries, leaf)
+        lines = _json.dumps_joined_lines(view.entries)
+        return view.meta(_entry_facts(view.index, view.entries), file_name, catalog, settings)[0], lines
 
 
-def _build_view(file_entries: list[Any], leaf: str | None, file_name: str, catalog: ModelCatalog | None,
-                settings: CompactionSettings | None) -> tuple[dict[str, Any], list[bytes]]:
-    header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
-    manager = SessionManager.in_memory(entries=file_entries, warn=lambda m: None)
-    if leaf is not None:
-        manager.branch(leaf)
-    entries = manager.get_entries()
-    position = {id(e): i for i, e in enumerate(entries)}
-    ids = [field_of(e, "id") for e in entries]
-    ids = [x if isinstance(x, str) else _json.dumps(x).decode() for x in ids]
+def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+              catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
+              parallel: bool | None = None) -> tuple[dict[str, Any], bytes]:
+    """`(meta, page.pack of the lines)`: what the export embeds. The entries' own facts and the
+    packed lines are computed beside the walk along the branch: in a forked copy of this
+    process when one can be made (`parallel.beside`; by default from `_PARALLEL_FROM` entries),
+    else in this one (the packing in a thread)."""
+    with gc_paused():
+        view = _View(file_entries, leaf)
 
-    order, prefix, labels = _tree_rows(manager, position)
-    branch = manager.get_branch()
-    branch_index = [position[id(e)] for e in branch]
-    leaf_index = branch_index[-1] if branch_index else None
+        def own_facts() -> _EntryFacts:
+            packing = pack_in_background(_json.dumps_joined_lines(view.entries))
+            facts = _entry_facts(view.index, view.entries)
+            facts.packed = packing()
+            return facts
 
-    on_branch = {field_of(e, "id"): i for e, i in zip(branch, branch_index, strict=True) if hashable(field_of(e, "id"))}
-    dropped_list = dropped_entries(manager)
-    dropped = [[on_branch.get(d.entry_id, -1), _WHY.index(d.why),
-                on_branch.get(d.by, -1) if d.by is not None else -1, d.chars] for d in dropped_list]
-    # Most entries of a long session are dropped ones: their preview is the one `dropped` made.
-    previews: dict[int, str] = {row[0]: d.preview for row, d in zip(dropped, dropped_list, strict=True)}
+        if parallel is None:
+            parallel = len(view.entries) >= _PARALLEL_FROM
+        with beside(own_facts, parallel=parallel) as facts_of:
+            meta, facts = view.meta(facts_of, file_name, catalog, settings)
+        assert facts.packed is not None
+        return meta, facts.packed
 
-    catalog = catalog if catalog is not None else _safe_catalog()
-    last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"), None)
-    if settings is None:
-        try:
-            settings = load_compaction_settings(None, _model_ref(last_model))
-        except PicontextError:
-            settings = CompactionSettings()
-    timeline = build_timeline(branch, _window_lookup(catalog))
 
-    compactions = _compactions(branch, timeline, position)
+class _View:
+    """A session's entries as the page sees them: the index (as the session manager loads it),
+    the leaf and its branch."""
 
-    models: dict[str, int] = {}
-    meta = {
-        "version": 1,
-        "file": file_name,
-        "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
-        "name": manager.get_session_name(),
-        "ids": ids,
-        "kinds": _codes([str(field_of(e, "type")) for e in entries]),
-        "roles": _codes([_role(e) for e in entries]),
-        "flags": [_flags(e) for e in entries],
-        "previews": [previews[i] if i in previews else entry_preview(e) for i, e in enumerate(entries)],
-        "order": order,
-        "prefix": prefix,
-        "labels": labels,
-        "branch": branch_index,
-        "leaf": leaf_index,
-        "dropped": dropped,
-        "compactions": compactions,
-        "plot": {
+    def __init__(self, file_entries: list[Any], leaf: str | None) -> None:
+        self.header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
+        if any(field_of(e, "type") == "session" for e in file_entries):  # as the session manager loads them
+            migrate_to_current(file_entries)
+        index = self.index = EntryIndex()
+        index.load(file_entries)
+        # The leaf and branch as the session manager has them (get_leaf_id, get_branch).
+        if leaf is None:
+            last = index.last_id()
+            leaf = None if last is UNSET else last
+        elif leaf not in index:
+            raise EntryNotFound(leaf)
+        self.branch_index = path_to(index, leaf) if leaf and leaf in index else []
+        self.entries = [index.entry(i) for i in range(len(index))]
+
+    def meta(self, facts: _EntryFacts | Callable[[], _EntryFacts], file_name: str, catalog: ModelCatalog | None,
+             settings: CompactionSettings | None) -> tuple[dict[str, Any], _EntryFacts]:
+        """The meta (and the facts it used); `facts` may be a function that gives them, called
+        when the branch's part is done."""
+        index, entries, branch_index = self.index, self.entries, self.branch_index
+        branch = [entries[i] for i in branch_index]
+        catalog = catalog if catalog is not None else _safe_catalog()
+        # One walk along the branch, over one incremental projection: the plot, each compaction's
+        # summarized entries, and the branch's projection that `dropped` reads.
+        timeline = build_timeline(branch, _window_lookup(catalog))
+        reasons = dropped_reasons(branch, timeline.projection)
+        last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"),
+                          None)
+        if settings is None:
+            try:
+                settings = load_compaction_settings(None, _model_ref(last_model))
+            except PicontextError:
+                settings = CompactionSettings()
+        compactions = _compactions(branch, branch_index, timeline)
+        plot_models: dict[str, int] = {}
+        plot = {
             "requests": [[branch_index[r.position], r.reported, r.estimate, r.window,
-                          models.setdefault(r.model, len(models))] for r in timeline.requests],
-            "models": list(models),
+                          plot_models.setdefault(r.model, len(plot_models))] for r in timeline.requests],
+            "models": list(plot_models),
             "compactions": [[branch_index[c.position], c.requests_before, c.tokens_before, c.tokens_after,
                              c.overflow] for c in timeline.compactions],
             "overflows": [branch_index[p] for p in timeline.overflows],
             "settings": settings.to_json(),
-        },
-        "models": _models_table(entries),
-    }
-    lines = [_json.dumps(e) for e in entries]
-    return meta, lines
+        }
+        if not isinstance(facts, _EntryFacts):
+            facts = facts()
+
+        try:  # id -> position (the last on the branch with that id), built in C
+            on_branch: dict[Any, int] = dict(zip(index.ids_of(branch_index), branch_index, strict=True))
+        except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
+            on_branch = {k: i for k, i in zip(index.ids_of(branch_index), branch_index, strict=True) if hashable(k)}
+        dropped = []
+        previews = facts.previews
+        replaced: dict[int, str] = {}
+        for position, _role, why, by in reasons:
+            at = branch_index[position]  # the dropped entry itself
+            row = [on_branch.get(str(branch[position].get("id")), -1), _WHY.index(why),
+                   on_branch.get(by, -1) if by is not None else -1, facts.chars[at]]
+            dropped.append(row)
+            # Most entries of a long session are dropped ones: their preview is the one `dropped` makes.
+            replaced[row[0]] = facts.whole_previews.get(at, previews[at])
+        if replaced:
+            previews = list(previews)
+            for at, preview in replaced.items():
+                if at >= 0:
+                    previews[at] = preview
+        header = self.header
+        return {
+            "version": 1,
+            "file": file_name,
+            "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
+            "name": index.session_name(),
+            "ids": facts.ids,
+            "kinds": facts.kinds,
+            "roles": facts.roles,
+            "flags": facts.flags,
+            "previews": previews,
+            "order": facts.order,
+            "prefix": facts.prefix,
+            "labels": facts.labels,
+            "branch": branch_index,
+            "leaf": branch_index[-1] if branch_index else None,
+            "dropped": dropped,
+            "compactions": compactions,
+            "plot": plot,
+            "models": facts.models,
+        }, facts
 
 
-def _tree_rows(manager: SessionManager, position: dict[int, int]) -> tuple[list[int], list[str], list[list[Any]]]:
+def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
     """Entry positions in display order, their indentation and labels: a linear chain keeps its
     indentation, each branch point indents (as `picontext tree` draws it)."""
+    roots, children = tree_positions(index)
+    labels = index.labels
+    label_of = (lambda p: labels.get(key_of(field_of(index.entry(p), "id")))) if labels else None
     order: list[int] = []
     prefix: list[str] = []
-    labels: list[list[Any]] = []
-    stack: list[tuple[Any, str, str]] = [(r, "", "") for r in reversed(manager.get_tree())]
+    rows: list[list[Any]] = []
+    stack: list[tuple[int, str, str]] = [(r, "", "") for r in reversed(roots)]
     while stack:
-        node, pre, child_pre = stack.pop()
-        index = position[id(node.entry)]
-        order.append(index)
+        position, pre, child_pre = stack.pop()
+        order.append(position)
         prefix.append(pre)
-        if node.label:
-            labels.append([index, node.label])
-        children = node.children
-        if len(children) == 1:
-            stack.append((children[0], child_pre, child_pre))
+        if label_of is not None and (label := label_of(position)):
+            rows.append([position, label])
+        kids = children.get(position)
+        if kids is None:
+            continue
+        if len(kids) == 1:
+            stack.append((kids[0], child_pre, child_pre))
         else:
-            for i in range(len(children) - 1, -1, -1):
-                last = i == len(children) - 1
-                stack.append((children[i], child_pre + ("└─ " if last else "├─ "),
-                              child_pre + ("   " if last else "│  ")))
-    return order, prefix, labels
+            for i in range(len(kids) - 1, -1, -1):
+                last = i == len(kids) - 1
+                stack.append((kids[i], child_pre + ("└─ " if last else "├─ "), child_pre + ("   " if last else "│  ")))
+    return order, prefix, rows
 
 
-def _compactions(branch: list[Any], timeline: Any, position: dict[int, int]) -> list[dict[str, Any]]:
+def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline) -> list[dict[str, Any]]:
     """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
     first_at: dict[Any, int] = {}
     for pos, e in enumerate(branch):
         key = field_of(e, "id")
         if hashable(key):
             first_at.setdefault(key, pos)
+    at_of = {id(e): i for e, i in zip(branch, branch_index, strict=True)} if timeline.compactions else {}
     out = []
-    previous_from = 0
     for mark in timeline.compactions:
         pos, entry = mark.position, branch[mark.position]
-        # The context just before and just after the compaction; folding from the previous
-        # compaction's kept part gives what folding the whole prefix gives, in linear total time.
-        before = fold_path(branch[previous_from:pos])
-        after = {id(e) for e in fold_path(branch[mark.fold_from: pos + 1])}
-        previous_from = mark.fold_from
-        summarized = [position[id(e)] for e in before
-                      if id(e) not in after and field_of(e, "type") in _CONTENT
-                      and field_of(field_of(e, "message"), "role") != "system"]
         first_kept = entry.get("firstKeptEntryId")
         kept_pos = first_at.get(first_kept) if hashable(first_kept) else None
-        kept_at = position[id(branch[kept_pos])] if kept_pos is not None and kept_pos < pos else None
-        out.append({"index": position[id(entry)], "summary": str(entry.get("summary") or ""),
+        kept_at = branch_index[kept_pos] if kept_pos is not None and kept_pos < pos else None
+        out.append({"index": branch_index[pos], "summary": str(entry.get("summary") or ""),
                     "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
-                    "firstKeptIndex": kept_at, "ledger": _ledger(entry), "summarized": summarized,
+                    "firstKeptIndex": kept_at, "ledger": _ledger(entry),
+                    "summarized": [at_of[id(e)] for e in mark.summarized],
                     "details": entry.get("details") if isinstance(entry.get("details"), dict) else None,
                     "usage": entry.get("usage") if isinstance(entry.get("usage"), dict) else None})
     return out
