@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,24 @@ def pgbouncer_url(pg_bouncer: Any, pg_url: str) -> str:
 
 # --- every kind of session store -------------------------------------------------------------
 
-STORE_KINDS = ("jsonl", "memory", "postgres")
+STORE_KINDS = ("jsonl", "memory", "postgres", "sqlite")
+SQLITE_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sqlite_store"
+
+
+def third_party_sqlite() -> None:
+    """Register the third-party store of examples/sqlite_store for `sqlite:` URLs, as its entry
+    point would once installed (tests/stores/test_third_party_store.py checks the entry point)."""
+    import importlib.util
+
+    from picontext.session.repository import register_store
+
+    spec = importlib.util.spec_from_file_location("picontext_sqlite", SQLITE_EXAMPLE / "picontext_sqlite.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.get("picontext_sqlite") or importlib.util.module_from_spec(spec)
+    if "picontext_sqlite" not in sys.modules:
+        sys.modules["picontext_sqlite"] = module
+        spec.loader.exec_module(module)
+    register_store("sqlite", module.open_sqlite_repository)
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -119,6 +137,9 @@ def repository_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
         return str(request.getfixturevalue("pg_url"))
     if request.param == "memory":
         return f"memory:t{os.getpid()}-{next(_memory_names)}"
+    if request.param == "sqlite":
+        third_party_sqlite()
+        return f"sqlite://{tmp_path_factory.mktemp('sqlite')}/sessions.db"
     return str(tmp_path_factory.mktemp("sessions"))
 
 

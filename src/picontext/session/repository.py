@@ -11,6 +11,9 @@ it. `open_repository(url)` is the only place in picontext that looks at the kind
     postgresql://...   a PostgreSQL database (`pip install 'picontext[postgres]'`)
     memory:            sessions in process memory, private to this repository
     memory:NAME        ... shared by every `memory:NAME` repository of the process
+    SCHEME:...         a store of another package: a factory registered for SCHEME with
+                       `register_store`, or installed under the `picontext.stores` entry-point
+                       group (name: the scheme; value: `module:factory`, called with the URL)
 
 A bad URL, a store that cannot be reached or a missing driver is `StoreUnavailable` (one line).
 """
@@ -18,6 +21,7 @@ A bad URL, a store that cannot be reached or a missing driver is `StoreUnavailab
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
@@ -37,13 +41,16 @@ __all__ = [
     "MemoryRepository",
     "SessionInfo",
     "SessionRepository",
+    "StoreFactory",
     "list_directory",
     "open_repository",
+    "register_store",
     "session_file",
     "store_url",
 ]
 
 STORE_ENV = "PICONTEXT_STORE"
+ENTRY_POINT_GROUP = "picontext.stores"
 
 
 @runtime_checkable
@@ -109,6 +116,66 @@ class SessionRepository(Protocol):
     def close(self) -> None: ...
 
 
+StoreFactory = Callable[[str], SessionRepository]
+_FACTORIES: dict[str, StoreFactory] = {}
+_BUILT_IN = ("postgresql", "postgres", "memory", "jsonl", "file")
+
+
+def register_store(scheme: str, factory: StoreFactory | None) -> None:
+    """Let `open_repository` build `scheme:...` URLs with `factory(url)` (None: forget it). For a
+    store used in one process (tests, an application); an installed package declares an entry
+    point in the `picontext.stores` group instead, and every picontext command then finds it."""
+    key = scheme.lower().rstrip(":")
+    if key in _BUILT_IN or len(key) < 2 or not key.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        raise ValueError(f"{scheme!r} cannot name a third-party store (a URL scheme other than {', '.join(_BUILT_IN)})")
+    if factory is None:
+        _FACTORIES.pop(key, None)
+    else:
+        _FACTORIES[key] = factory
+
+
+def _third_party(scheme: str) -> StoreFactory | None:
+    """The factory registered or installed for `scheme`; entry points are read only for a
+    scheme that is neither built in nor registered (no cost for the usual URLs)."""
+    found = _FACTORIES.get(scheme)
+    if found is not None:
+        return found
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
+        try:
+            loaded = point.load()
+        except Exception as exc:  # a broken plug-in: one line naming it, not its traceback
+            raise StoreUnavailable(f"the {scheme}: store ({point.value}) could not be loaded: "
+                                   f"{type(exc).__name__}: {exc}") from None
+        if not callable(loaded):
+            raise StoreUnavailable(f"the {scheme}: store ({point.value}) is not a factory")
+        return loaded
+    return None
+
+
+def _installed_schemes() -> list[str]:
+    from importlib.metadata import entry_points
+
+    return sorted({*_FACTORIES, *(p.name for p in entry_points(group=ENTRY_POINT_GROUP))})
+
+
+def _build(factory: StoreFactory, url: str) -> SessionRepository:
+    """`factory(url)`; what it raises becomes one line (StoreUnavailable) unless it is already one
+    of picontext's errors."""
+    from picontext.errors import PicontextError
+
+    try:
+        repo = factory(url)
+    except PicontextError:
+        raise
+    except Exception as exc:
+        raise StoreUnavailable(f"session store {url!r} is unavailable: {type(exc).__name__}: {exc}") from None
+    if not isinstance(repo, SessionRepository):
+        raise StoreUnavailable(f"the store factory for {url!r} returned {type(repo).__name__}, not a SessionRepository")
+    return repo
+
+
 def store_url(env: dict[str, str] | None = None) -> str | None:
     """`$PICONTEXT_STORE`, or None when unset or blank."""
     environ = os.environ if env is None else env
@@ -134,11 +201,15 @@ def open_repository(url: str | None = None) -> SessionRepository:
         if parts.netloc not in ("", "localhost"):
             raise StoreUnavailable(f"unsupported store {url!r}: a file: URL names a local directory")
         return JsonlRepository(_local(unquote(parts.path), url))
-    scheme = urlsplit(url).scheme
+    scheme = urlsplit(url).scheme.lower()
     if url and (not scheme or len(scheme) == 1 or os.sep in url.split(":", 1)[0]):  # a path (C: on Windows)
         return JsonlRepository(_local(url, url))
+    factory = _third_party(scheme)
+    if factory is not None:
+        return _build(factory, url)
+    others = "".join(f", {s}:..." for s in _installed_schemes())
     raise StoreUnavailable(f"unsupported {STORE_ENV} {url!r}: expected a directory, file:///dir, jsonl:/dir, "
-                           "postgresql://... or memory:[NAME]")
+                           f"postgresql://... or memory:[NAME]{others}")
 
 
 def session_file(path: str) -> SessionStore:
