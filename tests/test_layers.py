@@ -140,6 +140,40 @@ def test_front_ends_use_the_repository_not_a_store_backend() -> None:
     assert sorted(BACKEND_ALLOWED - found) == [], "fixed: take these out of BACKEND_ALLOWED"
 
 
+FILE_CALLS = {"os.stat", "os.lstat", "os.path.getmtime", "os.path.getsize", "os.path.getctime", "fcntl.flock",
+              "fcntl.lockf"}
+"""Calls that stat or lock a file by name: only a store does that to a session file."""
+STORE_MODULES = {"picontext.session.store", "picontext.session.jsonl_index", "picontext.session.jsonl_columns",
+                 "picontext._files"}
+FILE_CALLS_ALLOWED = {
+    ("session/importers/__init__.py", "os.stat"),  # other agents' transcripts, not session files
+    ("session/importers/swe_agent.py", "os.stat"),  # a trajectory's time, when it has none of its own
+    ("ai/auth.py", "fcntl.flock"),  # the API key file
+}
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def test_only_a_store_stats_or_locks_a_session_file() -> None:
+    """Issue 20 item 4: listing, lookups and front ends ask a store (`modified()`, `tail()`,
+    `facts()`), never the file system, about a session file."""
+    found = set()
+    for module, path in MODULES.items():
+        if module in STORE_MODULES:
+            continue
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and (name := _dotted(node)) in FILE_CALLS:  # called or passed
+                found.add((_rel(module), name))
+    assert sorted(found - FILE_CALLS_ALLOWED) == []
+    assert sorted(FILE_CALLS_ALLOWED - found) == [], "fixed: take these out of FILE_CALLS_ALLOWED"
+
+
 def test_no_private_name_crosses_a_module_line() -> None:
     found = set()
     for module in MODULES:

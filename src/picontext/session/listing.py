@@ -134,10 +134,7 @@ def list_all_sessions(session_dir: str | None = None, *, root: str | None = None
 
 def find_most_recent_session(directory: str, cwd: str | None = None) -> str | None:
     """Most recently modified file whose header is valid (and whose cwd matches, if given)."""
-    try:
-        files = sorted(jsonl_files(directory), key=os.path.getmtime, reverse=True)
-    except OSError:
-        return None
+    files = sorted(jsonl_files(directory), key=lambda f: JsonlSessionStore(f).modified(), reverse=True)
     for path in files:
         try:
             header = JsonlSessionStore(path).read_header()

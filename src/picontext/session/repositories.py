@@ -257,7 +257,7 @@ class JsonlRepository(BaseRepository):
         if not ids:
             raise SessionNotFound(prefix, message=f"no session with id {prefix!r} and no such file")
         chosen = by_prefix(prefix, ids, self.url)
-        return max((p for p, i in matches.items() if i == chosen), key=os.path.getmtime)
+        return max((p for p, i in matches.items() if i == chosen), key=lambda f: self.store_at(f).modified())
 
     @staticmethod
     def ids_matching(files: builtins.list[str], prefix: str) -> dict[str, str]:

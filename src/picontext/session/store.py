@@ -343,6 +343,13 @@ class JsonlSessionStore:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
+    def modified(self) -> float:
+        """The file's modification time (seconds; 0.0 when it is gone): newest-first orders."""
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return 0.0
+
     def tail(self) -> Tail | None:
         try:
             st = os.stat(self.path)
