@@ -144,3 +144,43 @@ def test_register_store_in_process() -> None:
         open_repository("mystore://x")
     with pytest.raises(ValueError):
         register_store("postgresql", factory)  # type: ignore[arg-type]
+
+
+REPLAY = Path(__file__).resolve().parents[1] / "fixtures" / "replay" / "claude-code"
+
+
+def test_import_goes_to_the_chosen_store(installed: dict[str, str], tmp_path: Path) -> None:
+    """`picontext import` without -o writes into the store --store / PICONTEXT_STORE names: the
+    same sessions as imported to files, a subagent linked to its parent by the parent's location."""
+    transcript = REPLAY / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    as_files = picontext(dict(installed, PICONTEXT_STORE=""), tmp_path, "import", "--json", str(transcript),
+                         "-o", str(tmp_path / "files"))
+    assert as_files.returncode == 0, as_files.stderr
+    files = {r["sessionId"]: r for r in map(json.loads, as_files.stdout.splitlines())}
+
+    stored = picontext(installed, tmp_path, "import", "--json", str(transcript))
+    assert stored.returncode == 0, stored.stderr
+    rows = {r["sessionId"]: r for r in map(json.loads, stored.stdout.splitlines())}
+    assert rows.keys() == files.keys() and len(rows) >= 2  # the session and its subagents
+    assert not list(Path(installed["PICONTEXT_DIR"]).rglob("*.jsonl"))
+    listed = {r["id"] for r in json.loads(picontext(installed, tmp_path, "sessions", "--all", "--json").stdout)}
+    assert listed == rows.keys()
+    for sid, row in rows.items():
+        assert row["path"].startswith("sqlite://") and row["path"].endswith(f"#{sid}")
+        if files[sid]["parentSession"] is not None:  # the parent's location in the store, not a file
+            parent = next(r for r in rows.values() if r["path"] == row["parentSession"])
+            assert files[sid]["parentSession"] == files[parent["sessionId"]]["path"]
+        from_store = picontext(installed, tmp_path, "context", "--json", sid)
+        from_file = picontext(dict(installed, PICONTEXT_STORE=""), tmp_path, "context", "--json", files[sid]["path"])
+        assert from_store.returncode == 0 and from_store.stdout == from_file.stdout
+
+    again = picontext(installed, tmp_path, "import", str(transcript))
+    assert again.returncode == 2 and "already in the store" in again.stderr and "--force" in again.stderr
+    assert picontext(installed, tmp_path, "import", "--force", str(transcript)).returncode == 0
+
+    bad = tmp_path / "zz-trunc.jsonl"
+    bad.write_bytes((REPLAY / "tool_heavy.jsonl").read_bytes()[:-40])
+    refused = picontext(installed, tmp_path, "import", str(REPLAY / "short.jsonl"), str(bad))
+    assert refused.returncode == 2 and "truncated line" in refused.stderr
+    after = {r["id"] for r in json.loads(picontext(installed, tmp_path, "sessions", "--all", "--json").stdout)}
+    assert after == listed  # not even the good file before it

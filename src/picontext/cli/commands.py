@@ -348,7 +348,8 @@ def _register_import(sub: Any) -> None:
         "import", help="Claude Code transcripts and SWE-agent trajectories as Pi sessions",
         **described("Write each transcript as a Pi v3 session (Claude Code: with its subagents' transcripts found "
                     "beside it, each a session linked to its parent). Sessions go to the directory of their "
-                    "working directory under PICONTEXT_DIR/sessions, or to -o DIR. All files are written, or, "
+                    "working directory under PICONTEXT_DIR/sessions, or into the store --store / PICONTEXT_STORE "
+                    "names, or to -o DIR. All files are written, or, "
                     "on the first bad line, none (docs/import.md).",
                     "picontext import ~/.claude/projects/-home-me-app/0a6afc57-2f31-4cb4-8ff0-01247f50c64c.jsonl",
                     "picontext import --from swe-agent trajectories/me/run/*/*.traj -o imported/"))

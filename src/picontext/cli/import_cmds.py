@@ -15,9 +15,11 @@ FORMAT_CHOICES = ("auto", "claude-code", "swe-agent")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from picontext.cli.repo import repository
     from picontext.session.importers import import_files
 
-    sessions = import_files(args.files, args.format, out_dir=args.output, force=args.force)
+    sessions = import_files(args.files, args.format, out_dir=args.output, force=args.force,
+                            repository=None if args.output else repository())
     for s in sessions:
         if args.json:
             sys.stdout.buffer.write(_json.dumps_line({

@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from picontext.session.importers.claude_code import (
     find_sidechains,
@@ -23,6 +24,9 @@ from picontext.session.importers.claude_code import (
 )
 from picontext.session.importers.output import ImportBatch, ImportFailed, SessionSink
 from picontext.session.importers.swe_agent import import_swe_agent
+
+if TYPE_CHECKING:
+    from picontext.session.repository import SessionRepository
 
 __all__ = ["FORMATS", "ImportFailed", "ImportedSession", "detect_format", "import_files"]
 
@@ -100,13 +104,14 @@ def _order(paths: Sequence[str], fmt: str) -> list[tuple[str, str, str | None]]:
 
 
 def import_files(paths: Sequence[str], fmt: str = "auto", *, out_dir: str | None = None,
-                 force: bool = False) -> list[ImportedSession]:
+                 force: bool = False, repository: SessionRepository | None = None) -> list[ImportedSession]:
     """Import every file (with the subagent transcripts found beside Claude Code sessions); all
-    sessions are written, or none (ImportFailed names the file and line)."""
+    sessions are written, or none (ImportFailed names the file and line). They go to `out_dir`
+    when given, else to `repository` (default: session files under $PICONTEXT_DIR)."""
     if fmt not in ("auto", *FORMATS):
         raise ImportFailed("import", f"unknown format {fmt!r}; expected one of auto, {', '.join(FORMATS)}")
     written: list[tuple[str, str, SessionSink]] = []
-    with ImportBatch(out_dir, force) as batch:
+    with ImportBatch(out_dir, force, repository) as batch:
         parents: dict[str, tuple[str, dict[str, str]]] = {}
         for path, kind, parent in _order(paths, fmt):
             if kind == "swe-agent":

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from picontext import _json
 from picontext.errors import PicontextError
 from picontext.session import paths
 from picontext.session.migrations import CURRENT_SESSION_VERSION
+
+if TYPE_CHECKING:
+    from picontext.session.protocol import SessionStore
+    from picontext.session.repository import SessionRepository
 
 __all__ = ["ImportBatch", "ImportFailed", "SessionSink", "custom_entry", "session_header"]
 
@@ -58,6 +64,7 @@ class SessionSink:
     header: dict[str, Any]
     source: str
     entries: int = 0
+    store: SessionStore | None = None  # where it goes when that is not a file (`path`: its location)
     _file: BinaryIO | None = None
 
     def open(self) -> None:
@@ -101,8 +108,10 @@ class ImportBatch:
 
     out_dir: str | None
     force: bool = False
+    repository: SessionRepository | None = None  # without `out_dir`: where the sessions go
     sinks: list[SessionSink] = field(default_factory=list)
     _targets: set[str] = field(default_factory=set)
+    _spool: str | None = None  # temporary files of sessions bound for a store that is not files
 
     def __enter__(self) -> ImportBatch:
         return self
@@ -111,16 +120,26 @@ class ImportBatch:
         if exc_type is not None:
             self.abort()
 
-    def directory_for(self, cwd: str) -> str:
-        return paths.resolve_path(self.out_dir) if self.out_dir else paths.default_session_dir(cwd)
+    def _target(self, header: dict[str, Any]) -> tuple[str, str, SessionStore | None]:
+        """(final path or store location, temporary file, the store when it is not a file)."""
+        cwd, session_id, stamp = str(header["cwd"]), str(header["id"]), str(header["timestamp"])
+        if self.out_dir or self.repository is None:
+            directory = paths.resolve_path(self.out_dir) if self.out_dir else paths.default_session_dir(cwd)
+            path = os.path.join(directory, paths.session_file_name(stamp, session_id))
+            return path, f"{path}.{os.getpid()}.import.tmp", None
+        store, file = self.repository.place(cwd, session_id, stamp)
+        if file is not None:
+            return file, f"{file}.{os.getpid()}.import.tmp", None
+        if self._spool is None:
+            self._spool = tempfile.mkdtemp(prefix="picontext-import-")
+        return store.location, os.path.join(self._spool, f"{len(self.sinks)}.jsonl"), store
 
     def open(self, header: dict[str, Any], source: str) -> SessionSink:
-        directory = self.directory_for(str(header["cwd"]))
-        path = os.path.join(directory, paths.session_file_name(str(header["timestamp"]), str(header["id"])))
+        path, tmp_path, store = self._target(header)
         if path in self._targets:
             raise ImportFailed(source, f"imports the same session twice in one command ({os.path.basename(path)})")
         self._targets.add(path)
-        sink = SessionSink(path, f"{path}.{os.getpid()}.import.tmp", header, source)
+        sink = SessionSink(path, tmp_path, header, source, store=store)
         self.sinks.append(sink)
         try:
             sink.open()
@@ -129,17 +148,28 @@ class ImportBatch:
         return sink
 
     def commit(self) -> list[SessionSink]:
+        """Every session in place, or none: sessions bound for a store that is not files are
+        checked first and stored last (a store cannot take one back)."""
         renamed: list[SessionSink] = []
+        files = [s for s in self.sinks if s.store is None]
+        stored = [s for s in self.sinks if s.store is not None]
         try:
             for sink in self.sinks:
                 sink.finish()
             if not self.force:
-                for sink in self.sinks:
+                for sink in files:
                     if os.path.lexists(sink.path):
                         raise ImportFailed(sink.source, f"{sink.path} exists (imported before?); --force replaces it")
-            for sink in self.sinks:
+                for sink in stored:
+                    assert sink.store is not None
+                    if sink.store.exists():
+                        raise ImportFailed(sink.source, f"session {sink.session_id} is already in the store "
+                                           "(imported before?); --force replaces it")
+            for sink in files:
                 os.replace(sink.tmp_path, sink.path)
                 renamed.append(sink)
+            for sink in stored:
+                self._store(sink)
         except BaseException as exc:
             self.abort()
             if not self.force:  # new files only: take back the ones already renamed
@@ -150,8 +180,23 @@ class ImportBatch:
                 raise ImportFailed(self.sinks[len(renamed)].source if len(renamed) < len(self.sinks) else "import",
                                    f"cannot write {exc.filename or 'the session'}: {exc.strerror}") from None
             raise
+        self._drop_spool()
         return list(self.sinks)
+
+    def _store(self, sink: SessionSink) -> None:
+        assert sink.store is not None and self.repository is not None
+        if sink.store.exists():  # --force: the whole log replaced, as a file would be
+            with open(sink.tmp_path, "rb") as f:
+                sink.store.replace([_json.loads(line) for line in f.read().splitlines() if line.strip()])
+        else:
+            self.repository.import_file(sink.tmp_path)
 
     def abort(self) -> None:
         for sink in self.sinks:
             sink.discard()
+        self._drop_spool()
+
+    def _drop_spool(self) -> None:
+        if self._spool is not None:
+            shutil.rmtree(self._spool, ignore_errors=True)
+            self._spool = None
