@@ -34,15 +34,8 @@ import orjson
 from picontext.errors import AmbiguousSession, SessionLockedError, SessionNotFound, SessionWriteError, StoreUnavailable
 from picontext.session import paths
 from picontext.session.listing import SessionInfo, info_from_facts
-from picontext.session.protocol import ListingFacts, LoadResult, StaleSessionError, Tail, account_listing_fact
-from picontext.session.records import (
-    RawLine,
-    first_value,
-    is_header,
-    parse_appended,
-    parse_session_bytes,
-    parsed_values,
-)
+from picontext.session.protocol import ListingFacts, LoadResult, StaleSessionError, Tail
+from picontext.session.records import RawLine, facts_of_bytes, header_in, parse_session_bytes, records_since
 from picontext.session.repositories import header_of_bytes, newest_first
 from picontext.session.repository import BaseRepository, SessionRepository
 
@@ -161,39 +154,21 @@ class SqliteSessionStore:
         data, now, _modified = snapshot
         if now.generation != tail.generation or now.offset < offset:
             return None  # replaced or truncated: the caller reloads
-        before, rest = (data[:1], data[1:]) if offset > 0 else (b"\n", data)
-        if rest and before != b"\n":
-            cut = rest.find(b"\n")  # `tail` ended inside a torn line: its remainder is not a record
-            if cut < 0:
-                return LoadResult(tail=tail)
-            offset += cut + 1
-            rest = rest[cut + 1:]
-        rest = rest[: rest.rfind(b"\n") + 1]  # complete lines only
-        result = parse_appended(rest, lazy=lazy)
-        result.tail = Tail(tail.generation, offset + len(rest))
-        return result
+        before, rest = (data[:1], data[1:]) if offset > 0 else (b"", data)
+        return records_since(before, rest, tail, lazy=lazy)
 
     def read_header(self) -> dict[str, Any] | None:
         snapshot = self._snapshot()
         if snapshot is None:
             return None
-        value = first_value(snapshot[0].split(b"\n"))
-        return value if is_header(value) else None
+        return header_in(snapshot[0])
 
     def facts(self) -> ListingFacts | None:
         snapshot = self._snapshot()
         if snapshot is None:
             return None
         data, _tail, modified = snapshot
-        facts: ListingFacts | None = None
-        for value in parsed_values(data.split(b"\n")):
-            if facts is None:
-                if not is_header(value):
-                    return None
-                facts = ListingFacts(value, size=len(data), modified_ms=modified)
-            else:
-                account_listing_fact(facts, value)
-        return facts
+        return facts_of_bytes(data, modified_ms=modified)
 
     def export_bytes(self) -> bytes | None:
         snapshot = self._snapshot()

@@ -23,15 +23,8 @@ from typing import Any
 
 from picontext._json import dumps_line
 from picontext.errors import SessionLockedError, SessionWriteError, StaleSessionError
-from picontext.session.protocol import ListingFacts, LoadResult, Tail, account_listing_fact
-from picontext.session.records import (
-    RawLine,
-    first_value,
-    is_header,
-    parse_appended,
-    parse_session_bytes,
-    parsed_values,
-)
+from picontext.session.protocol import ListingFacts, LoadResult, Tail
+from picontext.session.records import RawLine, facts_of_bytes, header_in, parse_session_bytes, records_since
 
 __all__ = ["MemorySessionStore", "MemorySessions", "memory_sessions"]
 
@@ -139,25 +132,14 @@ class MemorySessionStore:
         data, now = snapshot
         if now.generation != tail.generation or now.offset < tail.offset:
             return None
-        offset = tail.offset
-        rest = data[offset:]
-        if offset > 0 and rest and data[offset - 1 : offset] != b"\n":
-            cut = rest.find(b"\n")  # `tail` ended inside a torn line: its remainder is not a record
-            if cut < 0:
-                return LoadResult(tail=tail)
-            offset += cut + 1
-            rest = rest[cut + 1 :]
-        rest = rest[: rest.rfind(b"\n") + 1]  # complete lines only
-        result = parse_appended(rest, lazy=lazy)
-        result.tail = Tail(tail.generation, offset + len(rest))
-        return result
+        return records_since(data[tail.offset - 1: tail.offset] if tail.offset else b"", data[tail.offset:], tail,
+                             lazy=lazy)
 
     def read_header(self) -> dict[str, Any] | None:
         snapshot = self._snapshot()
         if snapshot is None:
             return None
-        value = first_value(snapshot[0].split(b"\n"))
-        return value if is_header(value) else None
+        return header_in(snapshot[0])
 
     def facts(self) -> ListingFacts | None:
         with self.sessions.mutex:
@@ -165,15 +147,7 @@ class MemorySessionStore:
             if log is None:
                 return None
             data, modified_ms = bytes(log.data), log.modified_ms
-        facts: ListingFacts | None = None
-        for value in parsed_values(data.split(b"\n")):
-            if facts is None:
-                if not is_header(value):
-                    return None
-                facts = ListingFacts(value, size=len(data), modified_ms=modified_ms)
-                continue
-            account_listing_fact(facts, value)
-        return facts
+        return facts_of_bytes(data, modified_ms=modified_ms)
 
     def export_bytes(self) -> bytes | None:
         snapshot = self._snapshot()

@@ -16,7 +16,7 @@ import msgspec
 import orjson
 
 from picontext import _json
-from picontext.session.protocol import LoadResult, SkippedLine
+from picontext.session.protocol import ListingFacts, LoadResult, SkippedLine, Tail, account_listing_fact
 
 __all__ = [
     "HEADER_SCAN_LIMIT",
@@ -24,7 +24,9 @@ __all__ = [
     "MessageHead",
     "RawLine",
     "decode_head",
+    "facts_of_bytes",
     "first_value",
+    "header_in",
     "is_current",
     "is_header",
     "is_js_falsy",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_rest_lazily",
     "parse_session_bytes",
     "parsed_values",
+    "records_since",
 ]
 
 # How far a reader looks for the header before it decides that a file is not a session (Pi's
@@ -229,3 +232,40 @@ def parse_appended(data: bytes, *, lazy: bool = False) -> LoadResult:
         parse_full(lines, 0, result)
     result.size = len(data)
     return result
+
+
+def records_since(before: bytes, rest: bytes, tail: Tail, *, lazy: bool = False) -> LoadResult:
+    """`read_since` for a store that keeps a session as the bytes of its file: `rest` is what
+    follows `tail.offset`, `before` the byte just before it (b"" at offset 0). When `tail` ended
+    inside a torn line, that line's remainder is no record; an unterminated last line is left for
+    a later read. The result's tail is where the complete lines end."""
+    offset = tail.offset
+    if offset > 0 and rest and before != b"\n":
+        cut = rest.find(b"\n")
+        if cut < 0:
+            return LoadResult(tail=tail)
+        offset += cut + 1
+        rest = rest[cut + 1:]
+    rest = rest[: rest.rfind(b"\n") + 1]
+    result = parse_appended(rest, lazy=lazy)
+    result.tail = Tail(tail.generation, offset + len(rest))
+    return result
+
+
+def facts_of_bytes(data: bytes, *, modified_ms: float = 0.0) -> ListingFacts | None:
+    """The listing facts of a session file's bytes (None when its first value is no header)."""
+    facts: ListingFacts | None = None
+    for value in parsed_values(data.split(b"\n")):
+        if facts is None:
+            if not is_header(value):
+                return None
+            facts = ListingFacts(value, size=len(data), modified_ms=modified_ms)
+        else:
+            account_listing_fact(facts, value)
+    return facts
+
+
+def header_in(data: bytes) -> dict[str, Any] | None:
+    """The header of a session file's bytes when its first value is one, else None."""
+    value = first_value(data.split(b"\n"))
+    return value if is_header(value) else None
