@@ -1,4 +1,5 @@
-"""Text renderings of entries and messages for the terminal (the only module that knows rich).
+"""Text renderings of entries and messages for the terminal, with rich (the commands and the chat
+render entries through it; a few build their own rich tables and panels).
 
 It is also the one place where session text meets the terminal. Session files are untrusted
 input: a message can hold ESC sequences that set the window title or clear the screen, BEL, CR
