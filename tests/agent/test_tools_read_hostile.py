@@ -32,6 +32,7 @@ async def test_read_refuses_a_device(tmp_path: Path) -> None:
 
 
 async def test_read_caps_the_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert read_module.MAX_READ_BYTES == 32 * 1024 * 1024  # docs/hardening.md: files over 32 MB are refused
     monkeypatch.setattr(read_module, "MAX_READ_BYTES", 1000, raising=False)
     (tmp_path / "big.log").write_text("line\n" * 400)  # 2000 bytes
     result = await call(ReadTool(str(tmp_path)), path="big.log")

@@ -63,6 +63,9 @@ def test_one_session_per_transcript_and_one_per_subagent(claude: dict[str, dict[
                            "agent-acompact-fffbd0.jsonl"}
     main = claude[COMPACTED.name]
     assert main["sessionId"] == "258c7280-ae70-4798-800f-63464d01a85d"
+    for row in claude.values():  # docs/import.md: what `--json` prints per written session
+        assert set(row) == {"source", "format", "path", "sessionId", "entries", "parentSession"}
+        assert row["format"] == "claude-code" and row["entries"] == len(entries_of(row["path"])) - 1
     for agent in ("agent-a881341.jsonl", "agent-acompact-fffbd0.jsonl"):
         side = claude[agent]
         assert side["parentSession"] == main["path"]

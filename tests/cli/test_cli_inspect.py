@@ -353,6 +353,21 @@ def test_show_tail_and_full(tmp_path: Path) -> None:
     assert tree.stdout.count("\n") == 5 and "… 6 earlier lines" in tree.stdout
 
 
+def test_in_a_pipe_lines_are_up_to_200_columns_whatever_the_terminal_says(tmp_path: Path) -> None:
+    """docs/cli.md: "in a pipe, lines are up to 200 columns" (COLUMNS of the terminal does not count)."""
+    path = tmp_path / "s.jsonl"
+    sm = SessionManager.open(str(path), cwd_override="/proj", clock=FrozenClock(T0, 1000), warn=lambda m: None)
+    sm.append_message(U("word " * 200))
+    sm.append_message(A("answer"))
+    env = {**os.environ, "COLUMNS": "80"}
+    for command in ("show", "context"):
+        out = subprocess.run([sys.executable, "-m", "picontext", command, str(path)], capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        widths = [len(line) for line in out.stdout.splitlines()]
+        assert 195 <= max(widths) <= 200, (command, widths)  # the long message is shortened near 200, not at 80
+
+
 def test_tree_json(tmp_path: Path) -> None:
     path, ids = small_file(tmp_path)
     result = run("tree", str(path), "--json")

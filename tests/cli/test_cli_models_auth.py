@@ -97,6 +97,26 @@ def test_models_list_json_has_builtin_and_user_models(home: Path) -> None:
     assert acme["keySource"] == "model apiKey"  # ACME_TOKEN unset: taken literally, as resolve_api_key does
 
 
+def test_a_model_declared_by_its_id_alone_gets_the_documented_defaults(home: Path) -> None:
+    """docs/providers.md: `api` defaults to openai-completions; window 128000, maxTokens 16384, cost 0,
+    input ["text"], reasoning false; the same provider/id as a built-in model replaces it."""
+    (home / "models.json").write_text(json.dumps({"providers": {
+        "box": {"baseUrl": "http://127.0.0.1:9/v1", "models": [{"id": "tiny"}]},
+        "anthropic": {"baseUrl": "http://127.0.0.1:9/v1", "api": "anthropic-messages",
+                      "models": [{"id": "claude-sonnet-4-5", "contextWindow": 4096}]}}}))
+    r = run("models", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {row["model"]: row for row in json.loads(r.stdout)}
+    tiny = rows["box/tiny"]
+    assert tiny["api"] == "openai-completions"
+    assert (tiny["contextWindow"], tiny["maxTokens"]) == (128000, 16384)
+    assert tiny["reasoning"] is False and tiny["input"] == ["text"]
+    assert tiny["cost"] == {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    assert tiny["keySource"] == "local"  # a server on 127.0.0.1 needs no key
+    sonnet = [row for row in json.loads(r.stdout) if row["model"] == "anthropic/claude-sonnet-4-5"]
+    assert len(sonnet) == 1 and sonnet[0]["contextWindow"] == 4096
+
+
 def test_models_list_key_sources(home: Path) -> None:
     write_models(home)
     (home / "auth.json").write_text(json.dumps({"google": {"type": "api_key", "key": SECRET}}))

@@ -65,3 +65,29 @@ def test_fold_hides_a_subtree_and_unfold_brings_it_back() -> None:
     assert len(picker.visible()) == 6
     picker.move(-10)
     assert picker.selected == ids["u1"]
+
+
+def test_resume_alone_offers_the_20_most_recent_sessions(monkeypatch: Any) -> None:
+    """docs/cli.md: `-r` alone picks one of the 20 most recent sessions of this directory (newest
+    first, as the repository lists them); the answer is the one picked."""
+    import datetime
+    import sys
+    from types import SimpleNamespace
+
+    from picontext.cli.modes import pickers
+
+    when = datetime.datetime(2026, 1, 1)
+    infos = [SimpleNamespace(id=f"{n:04d}aaaa-0000", file=f"/s/{n}.jsonl", name=None, first_message=f"task {n}",
+                             modified=when, message_count=2) for n in range(25)]
+    offered: list[list[tuple[str, str]]] = []
+
+    async def choose(question: str, options: list[tuple[str, str]]) -> str:
+        offered.append(options)
+        return "20"
+
+    monkeypatch.setattr(pickers, "choose", choose)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert pickers.pick_session("/w", infos=infos) == "/s/19.jsonl"
+    assert [key for key, _ in offered[0]] == [str(n) for n in range(1, 21)]
+    assert "task 0" in offered[0][0][1] and "task 19" in offered[0][-1][1]

@@ -182,9 +182,30 @@ def test_invalid_line_and_startup_errors(home: Path, tmp_path: Path) -> None:
     rpc.proc.stdin.flush()  # type: ignore[union-attr]
     line = rpc.until(lambda x: x["type"] == "response")
     assert line["success"] is False and line["error"].startswith("Invalid command")
+    assert line["command"] == "parse"  # docs/cli.md: a line that is not a command answers as `parse`
     assert rpc.close() == 0
 
     bad = Rpc(home, tmp_path, "--model", "scripted/nope", "--no-session")
     assert bad.close() == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Unknown model" in bad.stderr
     nokey = Rpc(home, tmp_path, "--model", "openai/gpt-4o", "--no-session")
     assert nokey.close() == 2 and "No API key for provider 'openai'" in nokey.stderr
+
+
+def test_set_auto_compaction_is_for_this_session_only(home: Path, tmp_path: Path) -> None:
+    """docs/cli.md: `set_auto_compaction` changes this session only; settings files are not changed."""
+    configure(home, "http://127.0.0.1:9/v1")
+    project = tmp_path / "project"
+    (project / ".picontext").mkdir(parents=True)
+    (project / ".picontext" / "settings.json").write_text('{"compaction": {"reserveTokens": 1000}}')
+    before = {p: p.read_bytes() for p in (home / "settings.json", project / ".picontext" / "settings.json")}
+    rpc = Rpc(home, project, "--model", "scripted/m1", "--no-session")
+    rpc.send(id=1, type="set_auto_compaction", enabled=False)
+    assert rpc.response(1)["success"] is True
+    rpc.send(id=2, type="get_state")
+    assert rpc.response(2)["data"]["autoCompactionEnabled"] is False
+    assert rpc.close() == 0
+    assert {p: p.read_bytes() for p in before} == before
+    again = Rpc(home, project, "--model", "scripted/m1", "--no-session")
+    again.send(id=1, type="get_state")
+    assert again.response(1)["data"]["autoCompactionEnabled"] is True  # the next session: the settings' value
+    assert again.close() == 0

@@ -279,3 +279,28 @@ def test_print_mode_says_in_words_when_overflow_recovery_fails(server: ScriptedM
     assert result.returncode == 1
     assert "context overflow: one compaction and retry did not help" in result.stderr
     assert "{" not in result.stderr  # not the provider's raw JSON
+
+
+def test_ctrl_c_during_the_reply_exits_130(server: ScriptedModelServer, home: Path, tmp_path: Path) -> None:
+    """docs/cli.md, print mode's exit codes: 130 aborted with Ctrl+C (SIGINT while the reply streams)."""
+    import signal
+    import threading
+
+    configure(home, server.url + "/v1")
+    release, streaming = threading.Event(), threading.Event()
+    server.expect(text("a reply still streaming when the user presses Ctrl+C").hold_after(2, release, streaming))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PICONTEXT_DIR"] = str(home)
+    proc = subprocess.Popen([sys.executable, "-m", "picontext", "-p", "hi", "--model", "scripted/m1"],
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert streaming.wait(60), "the reply never started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("picontext: "), err

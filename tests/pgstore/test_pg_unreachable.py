@@ -11,7 +11,7 @@ import pytest
 
 from picontext.errors import SessionWriteError
 from picontext.session.postgres import PgSessionStore, StoreUnavailableError
-from picontext.session.postgres.database import close_all
+from picontext.session.postgres.database import close_all, default_timeout
 from support.postgres import PostgresCluster, PostgresUnavailable
 
 HEADER = {"type": "session", "version": 3, "id": "s-down", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
@@ -67,3 +67,11 @@ def test_a_dropped_connection_is_replaced_transparently(own_cluster: PostgresClu
                       " WHERE datname = current_database() AND pid <> pg_backend_pid()")
     store.append([_msg("a2", "a1")], expect=tail)
     assert len(store.load().entries) == 3
+
+
+def test_the_wait_for_a_connection_defaults_to_10_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/storage.md: `PICONTEXT_STORE_TIMEOUT` (seconds, default 10) bounds the wait for a connection."""
+    monkeypatch.delenv("PICONTEXT_STORE_TIMEOUT", raising=False)
+    assert default_timeout() == 10
+    monkeypatch.setenv("PICONTEXT_STORE_TIMEOUT", "2.5")
+    assert default_timeout() == 2.5

@@ -592,7 +592,7 @@ def test_case_29_open_nonexistent_path(tmp_path: Path) -> None:
     sm = opened(path)
     assert sm.get_session_file() == str(path)
     sm.append_message(U("q"))
-    assert not path.exists()
+    assert not path.exists() and not path.parent.exists()  # README: neither the file nor its directories
     sm.append_message(A("a"))
     content = lines(path)
     assert [c["type"] for c in content] == ["session", "message", "message"]

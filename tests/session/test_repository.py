@@ -212,3 +212,18 @@ def test_a_memory_session_is_read_as_its_file_would_be(tmp_path: Path) -> None:
     in_memory, in_file = memory.open("0199aaaa"), files.open("0199aaaa")
     assert in_memory.get_entries() == in_file.get_entries()
     assert in_memory.build_session_context() == in_file.build_session_context()
+
+
+def test_a_missing_postgres_driver_is_store_unavailable_naming_the_extra() -> None:
+    """docs/storage.md: a missing driver is `StoreUnavailable`, one line naming `picontext[postgres]`.
+    In a fresh interpreter with psycopg unimportable (this one may have imported it already)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.modules['psycopg'] = None\n"
+            "from picontext.errors import StoreUnavailable\n"
+            "from picontext.session.repository import open_repository\n"
+            "try:\n    open_repository('postgresql://agent@127.0.0.1:1/agents')\n"
+            "except StoreUnavailable as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.count("\n") == 1 and "pip install 'picontext[postgres]'" in out.stdout, out.stdout + out.stderr

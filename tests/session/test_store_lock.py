@@ -56,3 +56,36 @@ def test_another_process_waits_for_the_lock(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert float(out) >= released  # it appended only after we let go
     assert path.read_text().count("\n") == 4
+
+
+def test_a_lock_held_elsewhere_ends_in_session_locked_error_after_lock_timeout(tmp_path: Path) -> None:
+    """docs/storage.md: the writer section waits at most `lock_timeout` (30 s by default), then
+    `SessionLockedError`; the async section too. The lock is never released here, so the short
+    timeout is not a race: the only question is whether the wait ends, and how."""
+    import asyncio
+    import fcntl
+    import os
+
+    import pytest
+
+    from picontext.errors import SessionLockedError
+
+    path = _session(tmp_path)
+    assert JsonlSessionStore(str(path)).lock_timeout == 30.0
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another holder: its own open file description
+        store = JsonlSessionStore(str(path), lock_timeout=0.05)
+        with pytest.raises(SessionLockedError, match="locked by another process"), store.writer():
+            pass
+
+        async def in_the_event_loop() -> None:
+            async with store.awriter():
+                pass
+
+        with pytest.raises(SessionLockedError):
+            asyncio.run(in_the_event_loop())
+    finally:
+        os.close(fd)
+    with JsonlSessionStore(str(path), lock_timeout=0.05).writer():
+        pass  # released: taken at once
