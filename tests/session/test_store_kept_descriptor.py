@@ -128,3 +128,47 @@ def test_close_releases_the_descriptor_and_the_next_append_reopens(tmp_path: Pat
     assert store._fd is None
     store.append([_entry(2)])
     assert _ids(store.path)[-1] == "e2"
+
+
+def test_a_thread_appending_while_another_is_inside_an_append_waits_for_it(tmp_path: Path) -> None:
+    """Two threads of one store do not share its descriptor's lock (a flock is the description's,
+    so both would 'hold' it): the second waits for the first, then sees the tail it expected is
+    gone and appends nothing."""
+    store = _store(tmp_path)
+    seen = store.tail()
+    inside, go, second_waits = threading.Event(), threading.Event(), threading.Event()
+    write_all, try_lock = store._write_all, store._try_lock
+
+    def slow_write(fd: int, payload: bytes, size: int) -> None:
+        if not inside.is_set():
+            inside.set()
+            assert go.wait(10)
+        write_all(fd, payload, size)
+
+    def noted_try_lock(flags: int) -> int | None:
+        second_waits.set()
+        return try_lock(flags)
+
+    store._write_all = slow_write  # type: ignore[method-assign]
+    store._try_lock = noted_try_lock  # type: ignore[method-assign]
+    first = threading.Thread(target=store.append, args=([_entry(2)],), kwargs={"expect": seen})
+    first.start()
+    assert inside.wait(10)
+    outcome: list[BaseException | None] = []
+
+    def second() -> None:
+        try:
+            store.append([_entry(3)], expect=seen)
+            outcome.append(None)
+        except BaseException as exc:  # the outcome is what is asserted
+            outcome.append(exc)
+        second_waits.set()
+
+    other = threading.Thread(target=second)
+    other.start()
+    assert second_waits.wait(10)  # waiting for the lock, or (the defect) already done
+    go.set()
+    first.join()
+    other.join()
+    assert len(outcome) == 1 and type(outcome[0]).__name__ == "StaleSessionError"
+    assert _ids(store.path) == ["s1", "e1", "e2"]
