@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -147,7 +147,7 @@ def system_declaration(context: AgentContext, timestamp: int) -> AgentMessage | 
     return delta  # type: ignore[return-value]
 
 
-def request_messages(messages: list[AgentMessage]) -> list[dict[str, Any]]:
+def request_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """Provider messages: custom roles converted, system messages collapsed into one head whose
     content is the full prompt text (sections included)."""
     llm = collapse_system_messages(convert_to_llm(messages))
@@ -340,7 +340,7 @@ class _Run:
         self.context.messages = list(req.messages)
         self.context.tools = list(req.tools)
         self.model, self.thinking = req.model, req.thinking_level
-        messages, errors = await self.config.hooks.run_context(list(req.messages))
+        messages, errors = await self.config.hooks.run_context(req.messages)  # copies only for hooks
         req.messages = messages
         return req, errors
 
