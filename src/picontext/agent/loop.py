@@ -327,7 +327,7 @@ class _Run:
 
     async def prepared_request(self) -> tuple[RequestContext, list[HookError]]:
         req = RequestContext(
-            list(self.context.messages),
+            self.context.messages,  # adopted below as it is: a hook changing it in place changes the same
             list(self.context.tools),
             self.model,
             self.thinking,
@@ -337,7 +337,8 @@ class _Run:
             replaced = await self.config.prepare_request(req, self.signal)
             if replaced is not None:
                 req = replaced
-        self.context.messages = list(req.messages)
+        if req.messages is not self.context.messages:  # replaced (AgentSession: a view): a list of our own
+            self.context.messages = list(req.messages)
         self.context.tools = list(req.tools)
         self.model, self.thinking = req.model, req.thinking_level
         messages, errors = await self.config.hooks.run_context(req.messages)  # copies only for hooks
