@@ -35,6 +35,7 @@ try {
     const iterations = Number(n);
     let spent = 0; // in buildSessionContext alone
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     for (let i = 0; i < iterations; i++) {
       sm.appendMessage({ role: "user", content: `more ${i}`, timestamp: Date.now() });
       const t1 = performance.now();
@@ -42,7 +43,9 @@ try {
       spent += performance.now() - t1;
     }
     const ms = (performance.now() - t0) / iterations;
-    console.log(JSON.stringify({ msPerAppend: ms, msContext: spent / iterations }));
+    const cpu = process.cpuUsage(c0); // microseconds, user + system
+    console.log(JSON.stringify({ msPerAppend: ms, msContext: spent / iterations,
+                                 cpuMsPerAppend: (cpu.user + cpu.system) / 1000 / iterations }));
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

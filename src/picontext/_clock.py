@@ -146,7 +146,8 @@ class RandomIds:
         self._v7 = UUIDv7(clock)
 
     def entry_id(self) -> str:
-        return uuid.uuid4().hex[:8]
+        # The first 8 hex digits of a v4 UUID are 32 random bits: drawn directly, a tenth of the cost.
+        return os.urandom(4).hex()
 
     def full_id(self) -> str:
         return str(uuid.uuid4())

@@ -185,3 +185,29 @@ async def test_rpc_commands_that_write_do_not_block_the_loop(
     await _measured(lock, send)
     assert [w["success"] for w in written if w.get("type") == "response"] == [True]
     assert file_entries(session)[-1]["type"] in ("session_info", "thinking_level_change")
+
+
+LIBRARY_WRITES: dict[str, Callable[[AgentSession], Awaitable[Any]]] = {
+    "aset_model": lambda s: s.aset_model({**s.model, "id": "another-model"}),
+    "aset_thinking_level": lambda s: s.aset_thinking_level("high"),
+    "aset_session_name": lambda s: s.aset_session_name("renamed"),
+    "aset_label": lambda s: s.aset_label(s.manager.get_entries()[1]["id"], "here"),
+}
+WRITTEN = {"aset_model": "model_change", "aset_thinking_level": "thinking_level_change",
+           "aset_session_name": "session_info", "aset_label": "label"}
+
+
+@pytest.mark.parametrize("method", list(LIBRARY_WRITES))
+async def test_the_library_s_async_writes_do_not_block_the_loop(
+        server: ScriptedModelServer, tmp_path: Path, method: str) -> None:
+    """The AgentSession methods a library user calls from async code (the RPC and chat front
+    ends use them too) wait for the lock in the non-blocking writer section."""
+    session, _ = make(server, tmp_path)
+    lock = ForeignLock(await _two_exchanges(session, server))
+
+    async def write() -> None:
+        lock.take()
+        await LIBRARY_WRITES[method](session)
+
+    await _measured(lock, write)
+    assert file_entries(session)[-1]["type"] == WRITTEN[method]

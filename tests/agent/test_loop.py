@@ -342,3 +342,19 @@ async def test_hook_exception_in_prepare_request_gives_valid_transcript(server: 
     events = await collect("hi", ctx, config(server, prepare_request=broken))
     assert shape(events)[-4:] == ["ms(assistant)", "me(assistant)", "turn_end", "agent_end"]
     assert ctx.messages[-1]["errorMessage"] == "projection failed"
+
+
+async def test_prepare_request_changing_the_messages_in_place_is_what_is_sent(server: ScriptedModelServer) -> None:
+    """The loop hands `prepare_request` its working list without copying it first (issue 20: no
+    per-request copies) and adopts what the hook leaves, changed in place or replaced."""
+    server.expect(text("ok"))
+
+    async def prepare_request(req: RequestContext, signal: AbortSignal) -> None:
+        assert isinstance(req.messages, list)
+        req.messages.append(user_message("added in place"))
+
+    ctx = AgentContext()
+    await collect("hi", ctx, config(server, prepare_request=prepare_request))
+    sent = server.requests[0].body["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["hi", "added in place"]
+    assert [m["role"] for m in ctx.messages] == ["user", "user", "assistant"]

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
@@ -135,7 +135,7 @@ class Hooks:
     def has(self, event: HookEvent) -> bool:
         return bool(self._handlers.get(event))
 
-    async def run_context(self, messages: list[AgentMessage]) -> tuple[list[AgentMessage], list[HookError]]:
+    async def run_context(self, messages: Sequence[AgentMessage]) -> tuple[Sequence[AgentMessage], list[HookError]]:
         """Apply every `context` hook to a deep copy of `messages` (system messages are not shown
         to the hooks and stay at the head). Returns the messages and the failures."""
         if not self.has("context"):

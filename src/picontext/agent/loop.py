@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -147,7 +147,7 @@ def system_declaration(context: AgentContext, timestamp: int) -> AgentMessage | 
     return delta  # type: ignore[return-value]
 
 
-def request_messages(messages: list[AgentMessage]) -> list[dict[str, Any]]:
+def request_messages(messages: Sequence[AgentMessage]) -> list[dict[str, Any]]:
     """Provider messages: custom roles converted, system messages collapsed into one head whose
     content is the full prompt text (sections included)."""
     llm = collapse_system_messages(convert_to_llm(messages))
@@ -327,7 +327,7 @@ class _Run:
 
     async def prepared_request(self) -> tuple[RequestContext, list[HookError]]:
         req = RequestContext(
-            list(self.context.messages),
+            self.context.messages,  # adopted below as it is: a hook changing it in place changes the same
             list(self.context.tools),
             self.model,
             self.thinking,
@@ -337,10 +337,11 @@ class _Run:
             replaced = await self.config.prepare_request(req, self.signal)
             if replaced is not None:
                 req = replaced
-        self.context.messages = list(req.messages)
+        if req.messages is not self.context.messages:  # replaced (AgentSession: a view): a list of our own
+            self.context.messages = list(req.messages)
         self.context.tools = list(req.tools)
         self.model, self.thinking = req.model, req.thinking_level
-        messages, errors = await self.config.hooks.run_context(list(req.messages))
+        messages, errors = await self.config.hooks.run_context(req.messages)  # copies only for hooks
         req.messages = messages
         return req, errors
 

@@ -184,9 +184,11 @@ class AgentSession:
     # -- state ---------------------------------------------------------------------------------
 
     @property
-    def messages(self) -> list[AgentMessage]:
-        """The model-visible transcript: the session projection."""
-        return list(self.manager.build_session_projection().messages)
+    def messages(self) -> Sequence[AgentMessage]:
+        """The model-visible transcript: the session projection, as a read-only view made in O(1)
+        (no copy per request, however long the context); it does not change when the session
+        does. `list(session.messages)` for a list of one's own."""
+        return self.manager.build_session_projection().messages
 
     @property
     def is_streaming(self) -> bool:
@@ -253,6 +255,32 @@ class AgentSession:
         if level != self.thinking_level:
             self.manager.append_thinking_level_change(level)
         self.thinking_level = level
+
+    # The same writes for async code: the sync methods wait for another process's lock on the
+    # session in a sleep, which would stall the event loop (abort, RPC, timers); these wait in the
+    # store's non-blocking writer section.
+
+    async def aset_model(self, model: Model) -> None:
+        """`set_model` from async code: waiting for another writer's lock yields to the loop."""
+        async with self.manager.aexclusive(strict=False):
+            self.set_model(model)
+
+    async def aset_thinking_level(self, level: ThinkingLevel) -> None:
+        """`set_thinking_level` from async code (see `aset_model`)."""
+        async with self.manager.aexclusive(strict=False):
+            self.set_thinking_level(level)
+
+    async def aset_session_name(self, name: str) -> str:
+        """Name the session (a `session_info` entry), from async code (see `aset_model`); returns
+        the entry's id."""
+        async with self.manager.aexclusive(strict=False):
+            return self.manager.append_session_info(name)
+
+    async def aset_label(self, entry_id: str, label: str | None) -> str:
+        """Label an entry (None clears its label), from async code (see `aset_model`); returns the
+        label entry's id."""
+        async with self.manager.aexclusive(strict=False):
+            return self.manager.append_label_change(entry_id, label)
 
     @property
     def auto_compaction_enabled(self) -> bool:
@@ -509,7 +537,7 @@ class AgentSession:
             await client.aclose()
 
     def _context(self) -> AgentContext:
-        return AgentContext(self.messages, self.system_prompt, list(self.tools))
+        return AgentContext(list(self.messages), self.system_prompt, list(self.tools))  # the loop appends to it
 
     def _loop_config(self) -> AgentLoopConfig:
         options = self.request_options()

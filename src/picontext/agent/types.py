@@ -8,7 +8,7 @@ the loop's working context (`AgentContext`) and the values the two per-request s
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -123,7 +123,7 @@ class TurnContext:
 class NextTurn:
     """What `prepare_next_turn` may change; None fields keep the current value."""
 
-    messages: list[AgentMessage] | None = None
+    messages: Sequence[AgentMessage] | None = None  # the loop keeps a list of its own
     tools: list[AgentTool] | None = None
     model: Model | None = None
     thinking_level: ThinkingLevel | None = None
@@ -131,9 +131,10 @@ class NextTurn:
 
 @dataclass(slots=True)
 class RequestContext:
-    """Passed to `prepare_request` immediately before every provider request (the first included)."""
+    """Passed to `prepare_request` immediately before every provider request (the first included).
+    `messages` may be a read-only view (`AgentSession.messages`): read it, or replace it."""
 
-    messages: list[AgentMessage]
+    messages: Sequence[AgentMessage]
     tools: list[AgentTool]
     model: Model
     thinking_level: ThinkingLevel

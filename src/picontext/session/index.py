@@ -137,12 +137,17 @@ class EntryIndex:
         if self.role_of(position) == "assistant":
             self._has_assistant = True
         if type(entry) is dict:
+            if entry.get("type") == "label":
+                # Copied on write, so that a `snapshot()` (taken before every append) holds the
+                # label maps by reference instead of copying them per append.
+                self.labels, self.label_ts = dict(self.labels), dict(self.label_ts)
             self._index_metadata(position, entry)
         return position
 
     def snapshot(self) -> tuple[Any, ...]:
-        """What `undo_add` needs to restore the metadata of before the next `add`."""
-        return (self._has_assistant, self.name_position, dict(self.labels), dict(self.label_ts))
+        """What `undo_add` needs to restore the metadata of before the next `add` (the label maps
+        by reference: `add` replaces them rather than changing them)."""
+        return (self._has_assistant, self.name_position, self.labels, self.label_ts)
 
     def undo_add(self, snapshot: tuple[Any, ...]) -> None:
         """Forget the last `add` (its write failed)."""

@@ -26,6 +26,7 @@ import contextvars
 import errno
 import fcntl
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -333,6 +334,25 @@ class JsonlSessionStore:
         self.path = path
         self.fsync = fsync
         self.lock_timeout = lock_timeout
+        self._real: str | None = None  # the held-section key, resolved once (see _key)
+        # The append descriptor, kept open across appends (see `append`): opened by process
+        # `_fd_pid`, used by one thread at a time (`_fd_busy`); `_end`: the file's generation and
+        # size right after our last append through it (its last byte is then our newline).
+        self._fd: int | None = None
+        self._fd_pid = 0
+        self._fd_busy = threading.Lock()
+        self._end: tuple[tuple[int, int], int] | None = None
+
+    def close(self) -> None:
+        """Close the descriptor kept for appends (reopened by the next append)."""
+        fd, self._fd, self._end = self._fd, None, None
+        if fd is not None:  # (in a forked child, closing its copy leaves the parent's lock alone)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
     # ------------------------------------------------------------------ reading
 
@@ -395,10 +415,16 @@ class JsonlSessionStore:
     # ------------------------------------------------------------------ the writer section
 
     def _key(self) -> str:
-        return os.path.realpath(self.path)
+        # Resolved once per store: realpath() walks every component of the path (a few lstat()s,
+        # a fifth of an append's cost), and a session file does not move while it is in use.
+        real = self._real
+        if real is None:
+            real = self._real = os.path.realpath(self.path)
+        return real
 
     def _held(self) -> bool:
-        return self._key() in _HELD.get()
+        held = _HELD.get()
+        return bool(held) and self._key() in held
 
     def _open_for_writing(self, flags: int) -> int:
         """`_open_regular`, with a file that cannot be written (a read-only filesystem, another
@@ -517,24 +543,87 @@ class JsonlSessionStore:
                 raise self._stale()
             return current or Tail((0, 0), 0)
         payload = _encode(entries)
+        if not self._held() and self._fd_busy.acquire(blocking=False):
+            try:
+                return self._append_kept(payload, expect)
+            finally:
+                self._fd_busy.release()
+        # Inside our own writer section (the lock is held through another descriptor), or another
+        # thread is appending through this store's descriptor: a descriptor of our own.
         try:
             cm = self._locked_fd(os.O_RDWR | os.O_APPEND)
             fd = cm.__enter__()
         except FileNotFoundError:
-            raise SessionWriteError(f"Session file disappeared: {self.path}", missing=True) from None
+            raise self._missing() from None
         try:
-            st = os.fstat(fd)
-            size = st.st_size
-            if expect is not None and Tail(_generation(st), size) != expect:
-                raise self._stale()
-            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-                payload = b"\n" + payload  # close a torn or unterminated last line first
+            return self._append_locked(fd, os.fstat(fd), payload, expect)
+        finally:
+            cm.__exit__(None, None, None)
+
+    def _missing(self) -> SessionWriteError:
+        return SessionWriteError(f"Session file disappeared: {self.path}", missing=True)
+
+    def _append_kept(self, payload: bytes, expect: Tail | None) -> Tail:
+        """`append` through the descriptor kept open across appends: per call only flock, a stat
+        of the path, an fstat, the write and the unlock (no realpath, open or close). The stat of
+        the path is what notices the file replaced under us (an atomic upgrade, a rewrite by
+        another program): the old descriptor is then dropped and the file opened again."""
+        deadline: float | None = None
+        while True:
+            if self._fd is not None and self._fd_pid != os.getpid():
+                self.close()  # inherited by a forked child: its flock would be the parent's lock
+            fd = self._fd
+            if fd is None:
+                try:
+                    fd = self._open_for_writing(os.O_RDWR | os.O_APPEND)
+                except FileNotFoundError:
+                    raise self._missing() from None
+                self._fd, self._fd_pid, self._end = fd, os.getpid(), None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.lock_timeout
+                elif now > deadline:
+                    raise self._locked() from None
+                time.sleep(0.005)
+                continue
+            try:
+                try:
+                    on_path = os.stat(self.path)
+                except FileNotFoundError:
+                    self.close()
+                    raise self._missing() from None
+                st = os.fstat(fd)
+                if (on_path.st_dev, on_path.st_ino) == _generation(st):
+                    return self._append_locked(fd, st, payload, expect)
+            finally:
+                if self._fd == fd:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            self.close()  # replaced under us: append to the file the path names now
+
+    def _append_locked(self, fd: int, st: os.stat_result, payload: bytes, expect: Tail | None) -> Tail:
+        """The append itself, with the file's lock held and `st` its fstat."""
+        generation, size = _generation(st), st.st_size
+        if expect is not None and Tail(generation, size) != expect:
+            raise self._stale()
+        # Close a torn or unterminated last line first. Skipped when the file ends where our own
+        # last append through this descriptor left it: that byte is the newline we wrote.
+        if size > 0 and (fd != self._fd or self._end != (generation, size)) and os.pread(fd, 1, size - 1) != b"\n":
+            payload = b"\n" + payload
+        try:
             self._write_all(fd, payload, size)
             if self.fsync:
                 os.fsync(fd)
-            return Tail(_generation(st), size + len(payload))
-        finally:
-            cm.__exit__(None, None, None)
+        except BaseException:
+            if fd == self._fd:
+                self._end = None
+            raise
+        end = size + len(payload)
+        if fd == self._fd:
+            self._end = (generation, end)
+        return Tail(generation, end)
 
     def _stale(self) -> StaleSessionError:
         return StaleSessionError(f"{self.path} changed since it was read (another writer appended or replaced "

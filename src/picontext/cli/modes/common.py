@@ -246,10 +246,10 @@ class Controller:
             raise CliError(f"Entry {leaf} not found")
         return self.manager.create_branched_session(leaf)
 
-    def set_model(self, ref: str) -> Model:
+    async def set_model(self, ref: str) -> Model:
         model = self.catalog.get(ref)
         require_api_key(model["provider"], model=model)
-        self.session.set_model(model)
+        await self.session.aset_model(model)  # a foreign lock never blocks the loop
         return model
 
 

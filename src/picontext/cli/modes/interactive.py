@@ -417,8 +417,7 @@ class ChatUI:
                     break
                 label = await self.ask(f"Label for {target[:8]} (empty clears it): ")
                 if label is not None:
-                    async with self.c.manager.aexclusive(strict=False):  # a foreign lock never blocks the loop
-                        self.c.manager.append_label_change(target, label.strip() or None)
+                    await self.c.session.aset_label(target, label.strip() or None)
                 selected = target
                 rows = tree_rows(self.c.manager, max(40, self.console.width - 30))
         if self.c.manager.get_entry(target) is None:
@@ -472,8 +471,7 @@ class ChatUI:
                 self.console.print(Text(f" {mark} {m['provider']}/{m['id']}", style="bold" if mark == "●" else "")
                                    + Text(f"  {window:,} tokens", style="dim"))
             return
-        async with self.c.manager.aexclusive(strict=False):
-            model = self.c.set_model(arg)
+        model = await self.c.set_model(arg)
         self.view.line(f"Model: {model['provider']}/{model['id']}", "green")
         self.footer_line()
 
@@ -481,14 +479,12 @@ class ChatUI:
         if not arg:
             self.view.line(f"Thinking level: {self.c.session.thinking_level} ({' '.join(THINKING_CHOICES)})")
             return
-        async with self.c.manager.aexclusive(strict=False):
-            self.c.session.set_thinking_level(arg)  # type: ignore[arg-type]
+        await self.c.session.aset_thinking_level(arg)  # type: ignore[arg-type]
         self.view.line(f"Thinking level: {arg}", "green")
 
     async def cmd_name(self, arg: str) -> None:
         if arg:
-            async with self.c.manager.aexclusive(strict=False):
-                self.c.manager.append_session_info(arg)
+            await self.c.session.aset_session_name(arg)
         self.view.line(f"Session name: {self.c.manager.get_session_name() or '(none)'}")
 
     async def cmd_session(self, _: str) -> None:

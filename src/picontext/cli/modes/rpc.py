@@ -259,13 +259,11 @@ class RpcServer:
 
     async def set_model(self, command: dict[str, Any]) -> Any:
         ref = command.get("model") or f"{command['provider']}/{command['modelId']}"
-        async with self.c.manager.aexclusive(strict=False):  # a foreign lock never blocks the loop
-            model = self.c.set_model(ref)
+        model = await self.c.set_model(ref)
         return {"provider": model["provider"], "id": model["id"], "contextWindow": model.get("contextWindow")}
 
     async def set_thinking_level(self, command: dict[str, Any]) -> None:
-        async with self.c.manager.aexclusive(strict=False):
-            self.c.session.set_thinking_level(command["level"])
+        await self.c.session.aset_thinking_level(command["level"])
 
     async def set_auto_compaction(self, command: dict[str, Any]) -> None:
         self.c.set_auto_compaction(command["enabled"])
@@ -285,5 +283,4 @@ class RpcServer:
         name = command["name"]
         if not isinstance(name, str) or not name.strip():
             raise ValueError("name must be a non-empty string")
-        async with self.c.manager.aexclusive(strict=False):
-            self.c.manager.append_session_info(name.strip())
+        await self.c.session.aset_session_name(name.strip())
