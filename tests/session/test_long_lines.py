@@ -114,6 +114,14 @@ def test_a_file_replaced_since_it_was_read_is_refused_not_misread(tmp_path: Path
     kept = [e for e in manager._index.file_entries if type(e) is RawLine]
     with pytest.raises(SessionFormatError, match="changed on disk"):
         _ = kept[0].line
+    # rewritten in place (same inode, as Pi's whole-file writes do): the entry's id is checked
+    manager = SessionManager.open(str(path))
+    manager.get_branch()
+    kept = [e for e in manager._index.file_entries if type(e) is RawLine]
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'"id":"e0"', b'"id":"x0"').replace(b'"id":"e1"', b'"id":"x1"'))
+    with pytest.raises(SessionFormatError, match="changed on disk"):
+        _ = kept[1].line
 
 
 def test_a_long_line_that_is_torn_or_not_a_lazy_type_reads_as_before(tmp_path: Path) -> None:

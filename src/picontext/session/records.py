@@ -95,10 +95,9 @@ class RawLine(msgspec.Struct, gc=False):
     @property
     def line(self) -> bytes:
         if not self.raw and self.source is not None:
-            raw = self.source.line_of(self.seq)
             if getattr(self.source, "rereads", False):
-                return raw  # the file keeps it: not held here again
-            self.raw = raw
+                return bytes(self.source.line_of(self.seq, self.id))  # the file keeps it: not held here again
+            self.raw = self.source.line_of(self.seq)
             self.source = None
         return self.raw
 

@@ -42,6 +42,7 @@ from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, S
 from picontext.session.records import (
     HEADER_SCAN_LIMIT,
     RawLine,
+    decode_head,
     is_header,
     is_js_falsy,
     parse_appended,
@@ -292,8 +293,16 @@ class FileLines:
             raise self._changed()
         return fd
 
-    def line_of(self, offset: int) -> bytes:
-        """The line at `offset`, without its newline."""
+    def line_of(self, offset: int, entry_id: Any = msgspec.UNSET) -> bytes:
+        """The line at `offset`, without its newline; with `entry_id`, checked to be that entry's."""
+        line = self._line_at(offset)
+        if entry_id is not msgspec.UNSET:
+            head = decode_head(line)
+            if head is None or head.id != entry_id:
+                raise self._changed()
+        return line
+
+    def _line_at(self, offset: int) -> bytes:
         length = self.long.get(offset)
         fd = self._open(offset)
         try:
@@ -322,7 +331,7 @@ class FileLines:
     def load_entry(self, offset: int, entry_id: Any) -> Any:
         """The value of the entry at `offset`, which must have `entry_id`."""
         length = self.long.get(offset)
-        value = _json.loads(self.line_of(offset)) if length is None else self.load_long(offset, length)
+        value = _json.loads(self._line_at(offset)) if length is None else self.load_long(offset, length)
         if not isinstance(value, dict) or value.get("id", msgspec.UNSET) != entry_id:
             raise self._changed()
         return value
