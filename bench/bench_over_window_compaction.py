@@ -107,6 +107,10 @@ def status_mb(field):
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024
 
 args = json.loads(sys.argv[1])
+# The HTTP client's own modules (httpcore, h11, anyio: ~3.5 MB) are imported with the first
+# client, whatever the session: part of the interpreter's base, not of what the session costs.
+from picontext.ai._http import default_client
+default_client()
 baseline = status_mb("VmRSS")
 
 async def main():

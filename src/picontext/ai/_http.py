@@ -8,7 +8,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import os
 import re
+import ssl
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -277,9 +280,47 @@ def json_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+class OnDemandTLS(ssl.SSLContext):
+    """httpx's default TLS context (the system's or certifi's CA certificates, `SSLKEYLOGFILE`),
+    except that the certificates are loaded at the first TLS connection: a client that only talks
+    to an http:// server (a local model) never pays the ~5 MB they take in memory."""
+
+    _loaded = False
+
+    def __new__(cls) -> OnDemandTLS:
+        context = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)  # verifies hostname and chain
+        keylog = os.environ.get("SSLKEYLOGFILE")
+        if keylog and not sys.flags.ignore_environment:
+            context.keylog_filename = keylog
+        return context
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        if os.environ.get("SSL_CERT_FILE"):  # as httpx with trust_env
+            self.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
+        elif os.environ.get("SSL_CERT_DIR"):
+            self.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+        else:
+            import certifi
+
+            self.load_verify_locations(cafile=certifi.where())
+        self._loaded = True
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        self._load()
+        return super().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        self._load()
+        return super().wrap_bio(*args, **kwargs)
+
+
 def default_client() -> httpx.AsyncClient:
-    """A fresh client: no HTTP/2, generous read timeout (models think), short connect timeout."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(connect=30.0, read=600.0, write=60.0, pool=30.0))
+    """A fresh client: no HTTP/2, generous read timeout (models think), short connect timeout;
+    TLS certificates loaded only if it connects to an https:// URL (`OnDemandTLS`)."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(connect=30.0, read=600.0, write=60.0, pool=30.0),
+                             verify=OnDemandTLS())
 
 
 def describe_transport_error(exc: BaseException) -> str:

@@ -405,7 +405,11 @@ class SessionManager(ConfirmedWrites):
         else:
             positions = path_to(self._index, start)
         entry = self._index.entry
-        return [entry(i) for i in positions]
+        # Newest first: a long tool output near the leaf is decoded before the older entries
+        # are, while they are still compact bytes (the peak of opening a huge session).
+        branch = [entry(i) for i in reversed(positions)]
+        branch.reverse()
+        return branch
 
     # The request path asks about the current branch many times per turn; these answer from the
     # live projection and the index, without walking or parsing the branch.

@@ -10,12 +10,14 @@ a session holds does not depend on where it is stored.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import accumulate
 from typing import Any
 
 import msgspec
 import orjson
 
 from picontext import _json
+from picontext.session.long_lines import LongLine
 from picontext.session.protocol import ListingFacts, LoadResult, SkippedLine, Tail, account_listing_fact
 
 __all__ = [
@@ -51,11 +53,11 @@ def is_js_falsy(value: Any) -> bool:
     return type(value) in (int, float) and value == 0
 
 
-def parse_line(raw: bytes, number: int, result: LoadResult, *, last: bool) -> None:
-    if not raw.strip(b" \t\r\n\x0b\x0c"):
+def parse_line(raw: bytes | LongLine, number: int, result: LoadResult, *, last: bool) -> None:
+    if isinstance(raw, bytes) and not raw.strip(b" \t\r\n\x0b\x0c"):
         return
     try:
-        value = _json.loads(raw)
+        value = _json.loads(raw) if isinstance(raw, bytes) else raw.load()
     except _json.JsonLineError as exc:
         reason = str(exc).splitlines()[0][:120]
         result.skipped.append(SkippedLine(number, reason, torn=last))
@@ -96,6 +98,8 @@ class RawLine(msgspec.Struct, gc=False):
     @property
     def line(self) -> bytes:
         if not self.raw and self.source is not None:
+            if getattr(self.source, "rereads", False):
+                return bytes(self.source.line_of(self.seq, self.id))  # the file keeps it: not held here again
             self.raw = self.source.line_of(self.seq)
             self.source = None
         return self.raw
@@ -118,7 +122,17 @@ class RawLine(msgspec.Struct, gc=False):
         return message.role if type(message) is MessageHead and message.role is not msgspec.UNSET else None
 
     def parse(self) -> Any:
-        return _json.loads(self.line)
+        """The entry's value. A line its file can give again (`source.rereads`: the JSONL store's
+        `FileLines`, `seq` its offset) is dropped once parsed, so an opened session does not hold
+        its entries twice, as bytes and as values; a long line is parsed from the file in pieces."""
+        source = self.source
+        if source is None or not getattr(source, "rereads", False):
+            return _json.loads(self.line)
+        raw = self.raw
+        if raw:
+            self.raw = b""
+            return _json.loads(raw)
+        return source.load_entry(self.seq, self.id)
 
 
 _decode_raw_line = msgspec.json.Decoder(RawLine).decode
@@ -134,11 +148,13 @@ def decode_head(raw: bytes) -> RawLine | None:
         return None
 
 
-def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> LoadResult:
+def parse_session_bytes(data: bytes | list[Any], *, lazy: bool = False, source: Any = None) -> LoadResult:
     """Parse JSONL text split on "\\n" only, skipping blank, unparseable and falsy lines.
 
-    `data` is the file's bytes, or already split on "\\n". With `lazy`, lines of the bulky entry
-    types of a current-version file are kept as `RawLine`s.
+    `data` is the file's bytes, or already split on "\\n" (where a line may be a `LongLine`, left
+    in the file). With `lazy`, lines of the bulky entry types of a current-version file are kept as
+    `RawLine`s; with a `source` (`store.FileLines`), each knows its offset in the file and drops
+    its bytes once parsed.
     """
     result = LoadResult()
     lines = data.split(b"\n") if isinstance(data, bytes) else data
@@ -146,7 +162,7 @@ def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> Loa
     if lazy:
         start = parse_full(lines, 0, result, first_only=True)  # the header decides
         if result.entries and is_header(result.entries[0]) and is_current(result.entries[0]):
-            parse_rest_lazily(lines, start, result)
+            parse_rest_lazily(lines, start, result, source)
             start = len(lines)
     parse_full(lines, start, result)
     result.missing_newline = lines[-1] != b""
@@ -154,7 +170,7 @@ def parse_session_bytes(data: bytes | list[bytes], *, lazy: bool = False) -> Loa
     return result
 
 
-def parse_full(lines: list[bytes], start: int, result: LoadResult, *, first_only: bool = False) -> int:
+def parse_full(lines: list[Any], start: int, result: LoadResult, *, first_only: bool = False) -> int:
     """Parse lines[start:] completely; with `first_only`, stop after the first kept value."""
     loads = orjson.loads
     entries = result.entries
@@ -163,7 +179,7 @@ def parse_full(lines: list[bytes], start: int, result: LoadResult, *, first_only
         raw = lines[n]
         try:
             value = loads(raw)  # fast path: a well-formed line
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, TypeError):  # or a LongLine
             parse_line(raw, n + 1, result, last=n == last)
             continue
         if not is_js_falsy(value):
@@ -178,17 +194,32 @@ def is_current(header: dict[str, Any]) -> bool:
     return isinstance(version, int | float) and not isinstance(version, bool) and version >= 3
 
 
-def parse_rest_lazily(lines: list[bytes], start: int, result: LoadResult) -> None:
+def _long_head(line: LongLine) -> RawLine | None:
+    """The head of a long line, from its skeleton (its long strings never read into memory)."""
+    try:
+        return _decode_raw_line(_json.dumps(line.load(texts=False)))
+    except (_json.JsonLineError, msgspec.DecodeError, msgspec.ValidationError, TypeError):
+        return None
+
+
+def parse_rest_lazily(lines: list[Any], start: int, result: LoadResult, source: Any = None) -> None:
     entries = result.entries
     append = entries.append
     lazy_types = LAZY_TYPES
     last = len(lines) - 1
-    heads = [decode_head(raw) for raw in lines[start:]]
+    heads = [decode_head(raw) if type(raw) is not LongLine else _long_head(raw) for raw in lines[start:]]
+    # where line n starts in the file: the lengths before it, and a newline after each
+    ends = list(accumulate(map(len, lines))) if source is not None else None
     for offset, head in enumerate(heads):
         n = start + offset
         raw = lines[n]
         if head is not None and type(head.type) is str and head.type in lazy_types:
-            head.raw = raw
+            if type(raw) is LongLine:
+                head.source, head.seq = raw.source, raw.offset
+            else:
+                head.raw = raw
+                if ends is not None:
+                    head.source, head.seq = source, (ends[n - 1] + n if n else 0)
             append(head)
             continue
         try:

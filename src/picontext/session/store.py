@@ -37,11 +37,13 @@ from picontext import _files, _json
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import jsonl_columns, jsonl_index
+from picontext.session.long_lines import LONG_LINE, LongLine, load_long
 from picontext.session.paths import ensure_dir
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
 from picontext.session.records import (
     HEADER_SCAN_LIMIT,
     RawLine,
+    decode_head,
     is_header,
     is_js_falsy,
     parse_appended,
@@ -103,9 +105,10 @@ def read_session_file(path: str, *, lazy: bool = False) -> LoadResult:
         refused = _refused_early(f, st)
         if refused is not None:
             return refused
-        lines, size = _split_file(f)
+        source = FileLines(path, _generation(st)) if lazy else None
+        lines, size = _split_file(f, source)
     with gc_paused():
-        result = parse_session_bytes(lines, lazy=lazy)
+        result = parse_session_bytes(lines, lazy=lazy, source=source)
     result.size = size
     result.tail = Tail(_generation(st), size)
     return result
@@ -215,23 +218,124 @@ def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
 
 
 _CHUNK = 8 * 1024 * 1024
+_LAZY_CHUNK = 1024 * 1024
 
 
-def _split_file(f: Any) -> tuple[list[bytes], int]:
+def _split_file(f: Any, source: FileLines | None = None) -> tuple[list[Any], int]:
     """The file's lines (split on "\\n" only), read in chunks so the whole file is never held
-    twice: peak memory is the lines plus one chunk."""
-    lines: list[bytes] = []
-    pending = b""
+    twice: peak memory is the lines plus one chunk. With a `source` (a lazy load), a line of
+    `LONG_LINE` bytes or more is not read into memory: a `LongLine` stands in its place."""
+    lines: list[Any] = []
+    pending: list[bytes] = []  # the line that straddles chunk boundaries, in parts
+    pending_size = 0
+    pending_start = 0  # where it starts in the file
+    long_start = -1  # where the long line being skipped starts
     size = 0
-    while chunk := f.read(_CHUNK):
+    while chunk := f.read(_CHUNK if source is None else _LAZY_CHUNK):
+        at = size
         size += len(chunk)
+        if long_start >= 0:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                continue
+            assert source is not None
+            lines.append(source.long_line(long_start, at + cut - long_start))
+            long_start, pending_start = -1, at + cut + 1
+            chunk = chunk[cut + 1 :]
         parts = chunk.split(b"\n")
-        if pending:
-            parts[0] = pending + parts[0]  # the line that straddles the chunk boundary
-        pending = parts.pop()
-        lines.extend(parts)
-    lines.append(pending)
+        if len(parts) > 1:
+            if pending:
+                parts[0] = b"".join((*pending, parts[0]))
+            last = parts.pop()
+            lines.extend(parts)
+            pending, pending_size, pending_start = [last], len(last), size - len(last)
+        else:
+            pending.append(parts[0])
+            pending_size += len(parts[0])
+        if source is not None and pending_size >= LONG_LINE:
+            long_start, pending, pending_size = pending_start, [], 0
+    if long_start >= 0:
+        assert source is not None
+        lines.append(source.long_line(long_start, size - long_start))
+    else:
+        lines.append(b"".join(pending))
     return lines, size
+
+
+class FileLines:
+    """Gives the lines of a lazily loaded file again, by offset (`RawLine.seq`), so that what
+    was parsed is not held as bytes as well, and long lines are never held whole: each read
+    opens the file, checks that it is still the one that was read (same inode, long enough) and
+    that the line is the entry asked for, or raises SessionFormatError."""
+
+    rereads = True
+
+    def __init__(self, path: str, generation: tuple[int, int]) -> None:
+        self.path = path
+        self.generation = generation
+        self.long: dict[int, int] = {}  # offset -> length of the long lines
+
+    def long_line(self, offset: int, length: int) -> LongLine:
+        self.long[offset] = length
+        return LongLine(self, offset, length)
+
+    def _changed(self) -> SessionFormatError:
+        return SessionFormatError(f"{self.path} changed on disk since it was read (it was replaced or rewritten); "
+                                  "open it again", path=self.path)
+
+    def _open(self, end: int) -> int:
+        try:
+            fd = _open_regular(self.path)
+        except FileNotFoundError:
+            raise self._changed() from None
+        st = os.fstat(fd)
+        if _generation(st) != self.generation or st.st_size < end:
+            os.close(fd)
+            raise self._changed()
+        return fd
+
+    def line_of(self, offset: int, entry_id: Any = msgspec.UNSET) -> bytes:
+        """The line at `offset`, without its newline; with `entry_id`, checked to be that entry's."""
+        line = self._line_at(offset)
+        if entry_id is not msgspec.UNSET:
+            head = decode_head(line)
+            if head is None or head.id != entry_id:
+                raise self._changed()
+        return line
+
+    def _line_at(self, offset: int) -> bytes:
+        length = self.long.get(offset)
+        fd = self._open(offset)
+        try:
+            if length is not None:
+                return os.pread(fd, length, offset)
+            parts: list[bytes] = []
+            at = offset
+            while piece := os.pread(fd, 65536, at):
+                cut = piece.find(b"\n")
+                if cut >= 0:
+                    parts.append(piece[:cut])
+                    break
+                parts.append(piece)
+                at += len(piece)
+            return b"".join(parts)
+        finally:
+            os.close(fd)
+
+    def load_long(self, offset: int, length: int, *, texts: bool = True) -> Any:
+        fd = self._open(offset + length)
+        try:
+            return load_long(lambda at, n: os.pread(fd, n, offset + at), length, texts=texts)
+        finally:
+            os.close(fd)
+
+    def load_entry(self, offset: int, entry_id: Any) -> Any:
+        """The value of the entry at `offset`, which must have `entry_id`."""
+        length = self.long.get(offset)
+        value = _json.loads(self._line_at(offset)) if length is None else self.load_long(offset, length)
+        if not isinstance(value, dict) or value.get("id", msgspec.UNSET) != entry_id:
+            raise self._changed()
+        return value
 
 
 def read_session_bytes(path: str) -> bytes:
