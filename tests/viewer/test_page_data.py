@@ -23,6 +23,12 @@ def _unpack(packed: bytes) -> bytes:
     return gzip.decompress(base64.b64decode(packed))
 
 
+def _meta(path: Path, **options: Any) -> dict[str, Any]:
+    """The meta `page_data` embeds, read back (its escapes are JSON's)."""
+    meta, _ = page_data(load_session(str(path)).file_entries, parallel=False, **options)
+    return json.loads(meta)  # type: ignore[no-any-return]
+
+
 def _sessions(tmp_path: Path) -> list[Path]:
     gen = sessiongen()
     seeded = [gen.generate(seed) for seed in range(12)]
@@ -58,7 +64,7 @@ def test_page_data_is_the_view_and_its_packed_lines(tmp_path: Path) -> None:
     for file in _sessions(tmp_path):
         expected_meta, expected_lines = view_data(load_session(str(file)).file_entries, file_name="f")
         meta, packed = page_data(load_session(str(file)).file_entries, file_name="f", parallel=False)
-        assert meta == expected_meta, file
+        assert json.loads(meta) == expected_meta, file
         assert _unpack(packed) == expected_lines, file
 
 
@@ -67,12 +73,12 @@ def test_dropped_entries_show_the_preview_dropped_gives_them(tmp_path: Path) -> 
     for file in _sessions(tmp_path):
         session = load_session(str(file))
         expected = {d.entry_id: (d.preview, d.chars) for d in dropped_entries(session.manager)}
-        meta, _ = page_data(load_session(str(file)).file_entries, parallel=False)
+        meta = _meta(file)
         got = {meta["ids"][row[0]]: (meta["previews"][row[0]], row[3]) for row in meta["dropped"]}
         assert got == expected, file
         checked += len(got)
     assert checked > 100
-    meta, _ = page_data(load_session(str(_whitespace_session(tmp_path))).file_entries, parallel=False)
+    meta = _meta(_whitespace_session(tmp_path))
     assert meta["previews"][meta["ids"].index("u1")] == "start end of the text"
 
 
@@ -163,6 +169,6 @@ def test_the_tree_lists_every_entry_once_even_equal_non_object_entries(tmp_path:
             "message": {"role": "user", "content": "hi", "timestamp": 1}}
     path = tmp_path / "fives.jsonl"
     path.write_text("\n".join([json.dumps(header), "5", json.dumps(user), "5", "[1]"]) + "\n")
-    meta, _ = page_data(load_session(str(path)).file_entries, parallel=False)
+    meta = _meta(path)
     assert len(meta["ids"]) == 4
     assert sorted(meta["order"]) == [0, 1, 2, 3]
