@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from msgspec import UNSET
 
 from picontext import _json
@@ -194,7 +195,8 @@ class _EntryFacts:
     packed: bytes | None = None  # `page.pack` of the lines, when asked for
 
     def serialize(self) -> None:
-        self.json = {key: embedded_json(_json.dumps(value)) for key, value in self.columns.items()}
+        self.json = {key: embedded_json(_plain_dumps(value) if key in _PLAIN else _json.dumps(value))
+                     for key, value in self.columns.items()}
         self.columns = {}
 
     def previews(self) -> list[str]:
@@ -207,6 +209,18 @@ class _EntryFacts:
             self.columns["previews"] = previews
         else:
             self.json["previews"] = embedded_json(_json.dumps(previews))
+
+
+# Columns of strings and entry positions only: orjson writes them as JSON.stringify does (no
+# number format to check); a lone surrogate, which it refuses, takes the exact encoder.
+_PLAIN = frozenset({"ids", "kinds", "roles", "flags", "previews", "order", "prefix"})
+
+
+def _plain_dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return _json.dumps(value)
 
 
 def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
