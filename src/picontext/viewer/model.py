@@ -341,9 +341,12 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
         assert facts.packed is not None
         if keep is not None:
             keep.append(view)
-        pieces = [b'"%s":%s' % (key.encode(), facts.json[key] if key in facts.json
-                                 else embedded_json(_json.dumps(own[key]))) for key in _KEYS]
-        return b"{" + b",".join(pieces) + b"}", facts.packed
+        parts = [b"{"]
+        for key in _KEYS:  # joined once: the meta of 100k entries is ~20 MB
+            parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
+                      else embedded_json(_json.dumps(own[key])), b",")
+        parts[-1] = b"}"
+        return b"".join(parts), facts.packed
 
 
 class _View:
@@ -496,13 +499,12 @@ def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline)
     """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
     if not timeline.compactions:
         return []
-    keys = [e.get("id") if type(e) is dict else None for e in branch]  # as `field_of` reads them
     at_of = dict(zip(map(id, branch), branch_index, strict=True))
     out = []
     for mark in timeline.compactions:
         pos, entry = mark.position, branch[mark.position]
         first_kept = entry.get("firstKeptEntryId")
-        kept_pos = _first(keys, first_kept) if hashable(first_kept) else None
+        kept_pos = mark.kept
         kept_at = branch_index[kept_pos] if kept_pos is not None and kept_pos < pos else None
         out.append({"index": branch_index[pos], "summary": str(entry.get("summary") or ""),
                     "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
@@ -511,14 +513,6 @@ def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline)
                     "details": entry.get("details") if isinstance(entry.get("details"), dict) else None,
                     "usage": entry.get("usage") if isinstance(entry.get("usage"), dict) else None})
     return out
-
-
-def _first(keys: list[Any], key: Any) -> int | None:
-    """Where `key` first occurs in `keys` (a list or object never equals a hashable key)."""
-    try:
-        return keys.index(key)
-    except ValueError:
-        return None
 
 
 def _codes(values: list[str]) -> dict[str, Any]:
