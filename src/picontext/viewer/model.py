@@ -149,7 +149,7 @@ class _ModelsTable:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Any]] = {}
 
-    def _count(self, name: str, usage: Any) -> None:
+    def count(self, name: str, usage: Any) -> None:
         r = self.rows.get(name)
         if r is None:
             r = self.rows[name] = {"model": name, "calls": 0}
@@ -160,13 +160,13 @@ class _ModelsTable:
         """One entry of the file: its type, and for a `message` entry its message and role."""
         if kind == "message":
             if role == "assistant":
-                self._count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
+                self.count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
             elif role == "toolResult" and isinstance(message.get("usage"), dict):
-                self._count("(inside tool results)", message.get("usage"))
+                self.count("(inside tool results)", message.get("usage"))
         elif kind == "usage":
-            self._count(f"{entry.get('provider', '?')}/{entry.get('model', '?')}", entry.get("usage"))
+            self.count(f"{entry.get('provider', '?')}/{entry.get('model', '?')}", entry.get("usage"))
         elif kind in ("compaction", "branch_summary") and isinstance(entry.get("usage"), dict):
-            self._count("(compaction summaries)" if kind == "compaction" else "(branch summaries)", entry.get("usage"))
+            self.count("(compaction summaries)" if kind == "compaction" else "(branch summaries)", entry.get("usage"))
 
     def table(self) -> list[dict[str, Any]]:
         return sorted(self.rows.values(), key=lambda r: -r.get("cost", 0))
@@ -232,6 +232,7 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
     chars: dict[int, int] = {}
     whole: dict[int, str] = {}
     models = _ModelsTable()
+    count = models.count
     width = PREVIEW_CHARS
     limit = width * 4
     message: Any
@@ -263,7 +264,9 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
         else:
             preview = entry_preview(entry)
         shown.append(preview)
-        if kind is not None:
+        if role == "assistant":  # most calls: counted here, without the table's dispatch
+            count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
+        elif kind is not None:
             models.add(entry, kind, message, role)
     order, prefix, labels = _tree_rows(index, entries)
     columns = {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
