@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from viewer_sessions import EXAMPLE, sessiongen, write_big
+from viewer_sessions import EXAMPLE, in_fresh_process, sessiongen, write_big
 
 from picontext.cli.loading import load_session, read_session
 from picontext.session.migrations import migrate_to_current
@@ -103,13 +103,8 @@ def test_an_entry_named_by_another_entrys_id_shows_its_own_preview(tmp_path: Pat
         assert meta["previews"][0] == "first question"
 
 
-def _python(code: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          timeout=120).stdout
-
-
 def test_only_a_process_that_ends_with_its_command_holds_data_to_the_end() -> None:
-    out = _python(
+    out = in_fresh_process(
         "from picontext.cli import base\n"
         "print(base.hold_until_exit([1]), base.leaves_held_data())\n"  # main() called in-process
         "base.command_ends_process()\n"  # what main.run() declares

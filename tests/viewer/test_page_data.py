@@ -7,12 +7,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from viewer_sessions import EXAMPLE, sessiongen, write_big
+from viewer_sessions import EXAMPLE, in_fresh_process, sessiongen, write_big
 
 from picontext.cli.loading import load_session
 from picontext.session.dropped import dropped_entries
@@ -82,14 +80,8 @@ def test_dropped_entries_show_the_preview_dropped_gives_them(tmp_path: Path) -> 
     assert meta["previews"][meta["ids"].index("u1")] == "start end of the text"
 
 
-def _in_fresh_process(code: str) -> str:
-    """`code` run by a fresh interpreter (one thread, no children of earlier tests); its stdout."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          timeout=120).stdout
-
-
 def test_beside_runs_the_work_in_another_process() -> None:
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os\n"
         "from picontext.viewer.parallel import beside, can_fork\n"
         "assert can_fork()\n"
@@ -99,7 +91,7 @@ def test_beside_runs_the_work_in_another_process() -> None:
 
 
 def test_leaving_beside_without_the_result_reaps_the_child() -> None:
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os\n"
         "from picontext.viewer.parallel import beside\n"
         "with beside(lambda: b'x' * 10_000_000, parallel=True):\n"
@@ -112,7 +104,7 @@ def test_leaving_beside_without_the_result_reaps_the_child() -> None:
 
 
 def test_beside_runs_the_work_here_when_the_child_fails_or_when_not_parallel() -> None:
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os\n"
         "from picontext.viewer.parallel import beside\n"
         "parent = os.getpid()\n"
@@ -131,7 +123,7 @@ def test_a_forked_export_writes_the_same_page(tmp_path: Path) -> None:
     """In pytest's process other tests' threads may be running (then `beside` never forks):
     the forked path is compared in a fresh process."""
     files = [str(f) for f in _sessions(tmp_path)[:4]]
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import sys\n"
         "from picontext.cli.loading import load_session\n"
         "from picontext.viewer.model import page_data\n"
@@ -147,7 +139,7 @@ def test_a_forked_export_writes_the_same_page(tmp_path: Path) -> None:
 def test_beside_does_not_fork_a_process_with_other_threads() -> None:
     """A fork copies only the calling thread: a lock another thread holds would stay held in the
     child forever. With a second thread alive, the work runs in the process itself."""
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os, threading\n"
         "from picontext.viewer.parallel import beside\n"
         "stop = threading.Event()\n"
