@@ -5,10 +5,12 @@ processes, one right after the other and in alternating order, so that the machi
 on both alike; the report gives the median and best wall time of each side, their ratio, the
 CPU time (user + system) and the load average at the start and end.
 
-    .venv/bin/python bench/bench_export.py [--entries 100000] [--rounds 5] [--session FILE]
+    .venv/bin/python bench/bench_export.py [--entries 100000] [--rounds 5] [--session FILE] [--baseline SRC]
 
 Without `--session` the session is `bench/gen_realistic.py`'s (seed 1), generated once into
 the temporary directory. The SHA-256 of our page is printed: every round must write the same page.
+`--baseline SRC` also times `picontext export` run from another source tree (PYTHONPATH=SRC, e.g.
+an export of the main branch's `src`) in the same rounds, and checks that it writes the same page.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ NODE = """const { exportFromFile } = await import(process.argv[1] + "/index.js")
 await exportFromFile(process.argv[2], { outputPath: process.argv[3] });"""
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall s, CPU s of the child)."""
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall s, CPU s of the child and its own children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -49,6 +51,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--session", help="an existing session file (default: generate the realistic one)")
+    parser.add_argument("--baseline", metavar="SRC", help="also time picontext run from this source tree")
     args = parser.parse_args()
     picontext = str(Path(sys.executable).with_name("picontext"))
     load0 = os.getloadavg()[0]
@@ -56,21 +59,26 @@ def main() -> None:
         session = Path(args.session) if args.session else Path(tmp) / f"realistic{args.entries}.jsonl"
         if not args.session:
             generate(str(session), args.entries)
-        ours, theirs = Path(tmp) / "ours.html", Path(tmp) / "pi.html"
-        ours_cmd = [picontext, "export", str(session), "-o", str(ours)]
-        pi_cmd = ["node", "--input-type=module", "-e", NODE, str(PI_EXPORT), str(session), str(theirs)]
-        walls: dict[str, list[float]] = {"picontext": [], "pi": []}
-        cpus: dict[str, list[float]] = {"picontext": [], "pi": []}
+        ours, theirs, base = Path(tmp) / "ours.html", Path(tmp) / "pi.html", Path(tmp) / "baseline.html"
+        runs: list[tuple[str, list[str], dict[str, str] | None]] = [
+            ("picontext", [picontext, "export", str(session), "-o", str(ours)], None),
+            ("pi", ["node", "--input-type=module", "-e", NODE, str(PI_EXPORT), str(session), str(theirs)], None)]
+        if args.baseline:
+            baseline_env = {**os.environ, "PYTHONPATH": str(Path(args.baseline).resolve())}
+            runs.append(("baseline", [picontext, "export", str(session), "-o", str(base)], baseline_env))
+        walls: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+        cpus: dict[str, list[float]] = {name: [] for name, _, _ in runs}
         pages: set[str] = set()
         for r in range(args.rounds):
-            order = [("picontext", ours_cmd), ("pi", pi_cmd)]
-            for name, cmd in order if r % 2 == 0 else reversed(order):
-                wall, cpu = timed(cmd)
+            for name, cmd, env in runs if r % 2 == 0 else reversed(runs):
+                wall, cpu = timed(cmd, env)
                 walls[name].append(wall)
                 cpus[name].append(cpu)
             pages.add(hashlib.sha256(ours.read_bytes()).hexdigest())
-            print(f"round {r + 1}: picontext {walls['picontext'][-1]:.2f} s, Pi {walls['pi'][-1]:.2f} s "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            if args.baseline and base.read_bytes() != ours.read_bytes():
+                sys.exit("the baseline wrote another page")
+            print(f"round {r + 1}: " + ", ".join(f"{name} {walls[name][-1]:.2f} s" for name in walls)
+                  + f" (load {os.getloadavg()[0]:.1f})", flush=True)
         med = {k: statistics.median(v) for k, v in walls.items()}
         row = {
             "entries": args.entries,
@@ -79,6 +87,7 @@ def main() -> None:
             "medianS": {k: round(v, 2) for k, v in med.items()},
             "bestS": {k: round(min(v), 2) for k, v in walls.items()},
             "ratioMedian": round(med["picontext"] / med["pi"], 2),
+            **({"baselineRatioMedian": round(med["baseline"] / med["pi"], 2)} if args.baseline else {}),
             "cpuMedianS": {k: round(statistics.median(v), 2) for k, v in cpus.items()},
             "pageMB": {"picontext": round(ours.stat().st_size / 1e6, 1), "pi": round(theirs.stat().st_size / 1e6, 1)},
             "pageSha256": sorted(pages),

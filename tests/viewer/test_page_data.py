@@ -7,12 +7,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from viewer_sessions import EXAMPLE, sessiongen, write_big
+from viewer_sessions import EXAMPLE, in_fresh_process, sessiongen, write_big
 
 from picontext.cli.loading import load_session
 from picontext.session.dropped import dropped_entries
@@ -21,6 +19,12 @@ from picontext.viewer.model import page_data, view_data
 
 def _unpack(packed: bytes) -> bytes:
     return gzip.decompress(base64.b64decode(packed))
+
+
+def _meta(path: Path, **options: Any) -> dict[str, Any]:
+    """The meta `page_data` embeds, read back (its escapes are JSON's)."""
+    meta, _ = page_data(load_session(str(path)).file_entries, parallel=False, **options)
+    return json.loads(meta)  # type: ignore[no-any-return]
 
 
 def _sessions(tmp_path: Path) -> list[Path]:
@@ -58,7 +62,7 @@ def test_page_data_is_the_view_and_its_packed_lines(tmp_path: Path) -> None:
     for file in _sessions(tmp_path):
         expected_meta, expected_lines = view_data(load_session(str(file)).file_entries, file_name="f")
         meta, packed = page_data(load_session(str(file)).file_entries, file_name="f", parallel=False)
-        assert meta == expected_meta, file
+        assert json.loads(meta) == expected_meta, file
         assert _unpack(packed) == expected_lines, file
 
 
@@ -67,23 +71,17 @@ def test_dropped_entries_show_the_preview_dropped_gives_them(tmp_path: Path) -> 
     for file in _sessions(tmp_path):
         session = load_session(str(file))
         expected = {d.entry_id: (d.preview, d.chars) for d in dropped_entries(session.manager)}
-        meta, _ = page_data(load_session(str(file)).file_entries, parallel=False)
+        meta = _meta(file)
         got = {meta["ids"][row[0]]: (meta["previews"][row[0]], row[3]) for row in meta["dropped"]}
         assert got == expected, file
         checked += len(got)
     assert checked > 100
-    meta, _ = page_data(load_session(str(_whitespace_session(tmp_path))).file_entries, parallel=False)
+    meta = _meta(_whitespace_session(tmp_path))
     assert meta["previews"][meta["ids"].index("u1")] == "start end of the text"
 
 
-def _in_fresh_process(code: str) -> str:
-    """`code` run by a fresh interpreter (one thread, no children of earlier tests); its stdout."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          timeout=120).stdout
-
-
 def test_beside_runs_the_work_in_another_process() -> None:
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os\n"
         "from picontext.viewer.parallel import beside, can_fork\n"
         "assert can_fork()\n"
@@ -93,7 +91,7 @@ def test_beside_runs_the_work_in_another_process() -> None:
 
 
 def test_leaving_beside_without_the_result_reaps_the_child() -> None:
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os\n"
         "from picontext.viewer.parallel import beside\n"
         "with beside(lambda: b'x' * 10_000_000, parallel=True):\n"
@@ -106,7 +104,7 @@ def test_leaving_beside_without_the_result_reaps_the_child() -> None:
 
 
 def test_beside_runs_the_work_here_when_the_child_fails_or_when_not_parallel() -> None:
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os\n"
         "from picontext.viewer.parallel import beside\n"
         "parent = os.getpid()\n"
@@ -125,7 +123,7 @@ def test_a_forked_export_writes_the_same_page(tmp_path: Path) -> None:
     """In pytest's process other tests' threads may be running (then `beside` never forks):
     the forked path is compared in a fresh process."""
     files = [str(f) for f in _sessions(tmp_path)[:4]]
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import sys\n"
         "from picontext.cli.loading import load_session\n"
         "from picontext.viewer.model import page_data\n"
@@ -141,7 +139,7 @@ def test_a_forked_export_writes_the_same_page(tmp_path: Path) -> None:
 def test_beside_does_not_fork_a_process_with_other_threads() -> None:
     """A fork copies only the calling thread: a lock another thread holds would stay held in the
     child forever. With a second thread alive, the work runs in the process itself."""
-    out = _in_fresh_process(
+    out = in_fresh_process(
         "import os, threading\n"
         "from picontext.viewer.parallel import beside\n"
         "stop = threading.Event()\n"
@@ -163,6 +161,6 @@ def test_the_tree_lists_every_entry_once_even_equal_non_object_entries(tmp_path:
             "message": {"role": "user", "content": "hi", "timestamp": 1}}
     path = tmp_path / "fives.jsonl"
     path.write_text("\n".join([json.dumps(header), "5", json.dumps(user), "5", "[1]"]) + "\n")
-    meta, _ = page_data(load_session(str(path)).file_entries, parallel=False)
+    meta = _meta(path)
     assert len(meta["ids"]) == 4
     assert sorted(meta["order"]) == [0, 1, 2, 3]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -83,3 +84,9 @@ def write_hostile(path: Path) -> Path:
     ]
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def in_fresh_process(code: str) -> str:
+    """`code` run by a fresh interpreter (one thread, no children of earlier tests); its stdout."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          timeout=120).stdout

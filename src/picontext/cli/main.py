@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from picontext import __version__
 from picontext.cli import terminal
-from picontext.cli.base import CliError, add_session_flags, looks_like_session_id
+from picontext.cli.base import (
+    CliError,
+    add_session_flags,
+    command_ends_process,
+    leaves_held_data,
+    looks_like_session_id,
+)
 from picontext.cli.commands import REGISTRATIONS, run_chat, run_print
 from picontext.cli.repo import apply_store_flag
 from picontext.errors import PicontextError
@@ -132,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
+    command_ends_process()
     code = main()
     # The process ends here. The interpreter's final collections would walk every object still
     # alive (~500 imported modules, a parsed session) only to hand memory back to the OS: about
@@ -139,4 +148,9 @@ def run() -> None:
     # freed by reference counting; nothing of ours needs a finalizer at exit (session lines are
     # written with os.write, index files atomically, before the command returns).
     gc.freeze()
+    if leaves_held_data():  # a command's data, kept only to be dropped with the process (`hold_until_exit`)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
     sys.exit(code)

@@ -17,9 +17,10 @@ incremental projection (`timeline.py`); the page only shows it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from msgspec import UNSET
 
 from picontext import _json
@@ -30,11 +31,12 @@ from picontext.compaction.settings import CompactionSettings, load_compaction_se
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import EntryNotFound, PicontextError
 from picontext.session.dropped import dropped_reasons, entry_text, one_line
-from picontext.session.index import EntryIndex, key_of
+from picontext.session.index import EntryIndex
 from picontext.session.migrations import migrate_to_current
 from picontext.session.projection import field_of, hashable
+from picontext.session.records import RawLine
 from picontext.session.tree import path_to, tree_positions
-from picontext.viewer.page import pack_in_background
+from picontext.viewer.page import embedded_json, pack_in_background
 from picontext.viewer.parallel import beside
 from picontext.viewer.timeline import Timeline, build_timeline
 
@@ -42,7 +44,7 @@ __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_da
 
 PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
-_WHY = ("compacted", "omitted", "replaced")  # DroppedEntry.why, coded by position
+_WHY = {"compacted": 0, "omitted": 1, "replaced": 2}  # DroppedEntry.why, coded
 _PARALLEL_FROM = 5_000  # entries: below this, forking costs more than it saves
 
 
@@ -107,27 +109,36 @@ def _role(entry: Any) -> str:
     return ""
 
 
-def _flags(entry: Any) -> int:
-    """Bit 1: assistant with only tool calls (Pi's filters hide it); bit 2: error/aborted turn."""
-    message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "message" else None
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        return 0
+def _flags(message: dict[str, Any]) -> int:
+    """Of an assistant message: bit 1, only tool calls (Pi's filters hide it); bit 2, an error or
+    aborted turn."""
     content = message.get("content")
-    has_text = (isinstance(content, str) and content.strip() != "") or (isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip() for b in content))
+    has_text = False
+    if isinstance(content, str):
+        has_text = content.strip() != ""
+    elif isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip():
+                has_text = True
+                break
     stop = message.get("stopReason")
     failed = bool(stop) and stop not in ("stop", "toolUse")
     return (0 if has_text else 1) | (2 if failed else 0)
 
 
+_USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_NUMBER = (int, float)  # a JSON number (`bool` is not one: its type is `bool`)
+
+
 def _add_usage(row: dict[str, Any], usage: Any) -> None:
     if not isinstance(usage, dict):
         return
-    for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
-        value = usage.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+    get = usage.get
+    for key in _USAGE_KEYS:
+        value = get(key)
+        if type(value) in _NUMBER:
             row[key] = row.get(key, 0) + value
-    cost = usage.get("cost")
+    cost = get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         row["cost"] = row.get("cost", 0) + cost["total"]
 
@@ -138,7 +149,7 @@ class _ModelsTable:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Any]] = {}
 
-    def _count(self, name: str, usage: Any) -> None:
+    def count(self, name: str, usage: Any) -> None:
         r = self.rows.get(name)
         if r is None:
             r = self.rows[name] = {"model": name, "calls": 0}
@@ -149,37 +160,67 @@ class _ModelsTable:
         """One entry of the file: its type, and for a `message` entry its message and role."""
         if kind == "message":
             if role == "assistant":
-                self._count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
+                self.count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
             elif role == "toolResult" and isinstance(message.get("usage"), dict):
-                self._count("(inside tool results)", message.get("usage"))
+                self.count("(inside tool results)", message.get("usage"))
         elif kind == "usage":
-            self._count(f"{entry.get('provider', '?')}/{entry.get('model', '?')}", entry.get("usage"))
+            self.count(f"{entry.get('provider', '?')}/{entry.get('model', '?')}", entry.get("usage"))
         elif kind in ("compaction", "branch_summary") and isinstance(entry.get("usage"), dict):
-            self._count("(compaction summaries)" if kind == "compaction" else "(branch summaries)", entry.get("usage"))
+            self.count("(compaction summaries)" if kind == "compaction" else "(branch summaries)", entry.get("usage"))
 
     def table(self) -> list[dict[str, Any]]:
         return sorted(self.rows.values(), key=lambda r: -r.get("cost", 0))
 
 
+# The meta's keys in page order; `_OWN` are the entries' own facts (`_EntryFacts.columns`).
+_KEYS = ("version", "file", "header", "name", "ids", "kinds", "roles", "flags", "previews", "order", "prefix",
+         "labels", "branch", "leaf", "dropped", "compactions", "plot", "models")
+_OWN = ("ids", "kinds", "roles", "flags", "previews", "order", "prefix", "labels", "models")
+
+
 @dataclass(slots=True)
 class _EntryFacts:
     """What the page shows of each entry on its own, in file order (no branch or projection
-    needed): the meta's per-entry columns, the tree rows, the models table, and for message and
-    custom message entries the length of their text and, where it differs from the preview, the
-    preview `dropped` makes of the whole text."""
+    needed): the meta's per-entry columns (`_OWN`: ids, kinds, roles, flags, previews, the tree
+    rows, the models table), and for message and custom message entries the length of their
+    text and, where it may differ from the preview, the preview `dropped` makes of the whole text.
 
-    ids: list[str]
-    kinds: dict[str, Any]
-    roles: dict[str, Any]
-    flags: list[int]
-    previews: list[str]
-    models: list[dict[str, Any]]
-    order: list[int]
-    prefix: list[str]
-    labels: list[list[Any]]
+    `columns` holds the values; after `serialize()` they are in `json` instead, each as the
+    page embeds it (what a forked worker sends back: bytes pickle without per-object work)."""
+
+    columns: dict[str, Any]
     chars: dict[int, int]
     whole_previews: dict[int, str]
+    json: dict[str, bytes] = field(default_factory=dict)
     packed: bytes | None = None  # `page.pack` of the lines, when asked for
+
+    def serialize(self) -> None:
+        self.json = {key: embedded_json(_plain_dumps(value) if key in _PLAIN else _json.dumps(value))
+                     for key, value in self.columns.items()}
+        self.columns = {}
+
+    def previews(self) -> list[str]:
+        """The previews column, as values (read back from its JSON when serialized)."""
+        found: list[str] = self.columns["previews"] if self.columns else _json.loads(self.json["previews"])
+        return found
+
+    def set_previews(self, previews: list[str]) -> None:
+        if self.columns:
+            self.columns["previews"] = previews
+        else:
+            self.json["previews"] = embedded_json(_json.dumps(previews))
+
+
+# Columns of strings and entry positions only: orjson writes them as JSON.stringify does (no
+# number format to check); a lone surrogate, which it refuses, takes the exact encoder.
+_PLAIN = frozenset({"ids", "kinds", "roles", "flags", "previews", "order", "prefix"})
+
+
+def _plain_dumps(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return _json.dumps(value)
 
 
 def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
@@ -191,7 +232,10 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
     chars: dict[int, int] = {}
     whole: dict[int, str] = {}
     models = _ModelsTable()
-    limit = PREVIEW_CHARS * 4
+    count = models.count
+    width = PREVIEW_CHARS
+    limit = width * 4
+    message: Any
     for i, entry in enumerate(entries):
         if type(entry) is dict:
             kind, entry_id = entry.get("type"), entry.get("id")
@@ -200,13 +244,18 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
         else:
             kind = entry_id = message = role = None
         ids.append(entry_id if type(entry_id) is str else _json.dumps(entry_id).decode())
-        kinds.append(str(kind))
-        roles.append(str(role or "") if kind == "message" else _role(entry) if kind == "custom" else "")
-        flags.append(_flags(entry) if role == "assistant" else 0)
+        kinds.append(kind if type(kind) is str else str(kind))
+        if kind == "message":
+            roles.append(role if type(role) is str and role else str(role or ""))
+            flags.append(_flags(message) if role == "assistant" else 0)
+        else:
+            roles.append(_role(entry) if kind == "custom" else "")
+            flags.append(0)
         if kind == "message" or kind == "custom_message":
             text = entry_text(entry)
-            plain = _short(text)
-            preview = _system_preview(entry, text) or plain
+            plain = one_line(text, width, limit)  # `_short`: the start of a long text is enough
+            # Only a system prompt's preview is not its text's (a custom message has no role).
+            preview = (_system_preview(entry, text) or plain) if role == "system" or kind != "message" else plain
             chars[i] = len(text)
             # `dropped` previews the whole text: differently where the preview saw only the start
             # of a long text, or is a system prompt's.
@@ -215,11 +264,14 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
         else:
             preview = entry_preview(entry)
         shown.append(preview)
-        if kind is not None:
+        if role == "assistant":  # most calls: counted here, without the table's dispatch
+            count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
+        elif kind is not None:
             models.add(entry, kind, message, role)
-    order, prefix, labels = _tree_rows(index)
-    return _EntryFacts(ids, _codes(kinds), _codes(roles), flags, shown, models.table(), order, prefix, labels,
-                       chars, whole)
+    order, prefix, labels = _tree_rows(index, entries)
+    columns = {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
+               "order": order, "prefix": prefix, "labels": labels, "models": models.table()}
+    return _EntryFacts(columns, chars, whole)
 
 
 def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
@@ -258,37 +310,52 @@ def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
     """`build_view` with the lines joined by newlines, as the page embeds them."""
     with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
         view = _View(file_entries, leaf)
-        lines = _json.dumps_joined_lines(view.entries)
-        return view.meta(_entry_facts(view.index, view.entries), file_name, catalog, settings)[0], lines
+        lines = view.lines()
+        own, facts = view.meta(_entry_facts(view.index, view.entries()), file_name, catalog, settings)
+        return {key: own[key] if key in own else facts.columns[key] for key in _KEYS}, lines
 
 
 def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
-              parallel: bool | None = None) -> tuple[dict[str, Any], bytes]:
-    """`(meta, page.pack of the lines)`: what the export embeds. The entries' own facts and the
-    packed lines are computed beside the walk along the branch: in a forked copy of this
-    process when one can be made (`parallel.beside`; by default from `_PARALLEL_FROM` entries),
-    else in this one (the packing in a thread)."""
+              parallel: bool | None = None, keep: list[Any] | None = None) -> tuple[bytes, bytes]:
+    """`(meta, packed lines)` as the export embeds them: `view_data`'s meta as JSON made safe
+    for the page (`page.embedded_json`), and `page.pack` of its lines.
+
+    The entries' own facts, serialized, and the packed lines are computed beside the walk along
+    the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
+    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The
+    entries are parsed before the fork, once for both. With `keep`, the parsed entries are
+    appended to it instead of being freed on return (a process about to end skips that)."""
     with gc_paused():
         view = _View(file_entries, leaf)
+        entries = view.entries()
 
         def own_facts() -> _EntryFacts:
-            packing = pack_in_background(_json.dumps_joined_lines(view.entries))
-            facts = _entry_facts(view.index, view.entries)
+            packing = pack_in_background(view.lines())
+            facts = _entry_facts(view.index, entries)
+            facts.serialize()
             facts.packed = packing()
             return facts
 
         if parallel is None:
-            parallel = len(view.entries) >= _PARALLEL_FROM
+            parallel = len(entries) >= _PARALLEL_FROM
         with beside(own_facts, parallel=parallel) as facts_of:
-            meta, facts = view.meta(facts_of, file_name, catalog, settings)
+            own, facts = view.meta(facts_of, file_name, catalog, settings)
         assert facts.packed is not None
-        return meta, facts.packed
+        if keep is not None:
+            keep.append(view)
+        parts = [b"{"]
+        for key in _KEYS:  # joined once: the meta of 100k entries is ~20 MB
+            parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
+                      else embedded_json(_json.dumps(own[key])), b",")
+        parts[-1] = b"}"
+        return b"".join(parts), facts.packed
 
 
 class _View:
     """A session's entries as the page sees them: the index (as the session manager loads it),
-    the leaf and its branch."""
+    the leaf and its branch. Entries are parsed on first use; the lines the store read are kept
+    as they are for the page."""
 
     def __init__(self, file_entries: list[Any], leaf: str | None) -> None:
         self.header = file_entries[0] if file_entries and isinstance(file_entries[0], dict) else {}
@@ -303,14 +370,36 @@ class _View:
         elif leaf not in index:
             raise EntryNotFound(leaf)
         self.branch_index = path_to(index, leaf) if leaf and leaf in index else []
-        self.entries = [index.entry(i) for i in range(len(index))]
+        # Taken before anything is parsed (parsing replaces a RawLine in the index by its value).
+        self._stored = [e.line if type(e) is RawLine else None for e in index.entries]
+
+    def entries(self) -> list[Any]:
+        """Every entry, parsed, in file order."""
+        entry = self.index.entry
+        return [entry(i) for i in range(len(self.index))]
+
+    def lines(self) -> bytes:
+        """The entries as JSON lines joined by newlines: a line the store kept unparsed as read
+        (it parses to the same value), any other entry as JSON.stringify writes it."""
+        stored = self._stored
+        missing = [i for i, line in enumerate(stored) if not line]
+        if len(missing) == len(stored):
+            return _json.dumps_joined_lines(self.entries())
+        if missing:
+            stored = list(stored)
+            entry = self.index.entry
+            written = _json.dumps_joined_lines([entry(i) for i in missing]).split(b"\n")
+            for i, line in zip(missing, written, strict=True):
+                stored[i] = line
+        return b"\n".join(stored)  # type: ignore[arg-type]
 
     def meta(self, facts: _EntryFacts | Callable[[], _EntryFacts], file_name: str, catalog: ModelCatalog | None,
              settings: CompactionSettings | None) -> tuple[dict[str, Any], _EntryFacts]:
-        """The meta (and the facts it used); `facts` may be a function that gives them, called
-        when the branch's part is done."""
-        index, entries, branch_index = self.index, self.entries, self.branch_index
-        branch = [entries[i] for i in branch_index]
+        """The meta's values that depend on the branch (every key of `_KEYS` not in `_OWN`), and
+        the facts they used, their previews corrected where `dropped` shows another; `facts`
+        may be a function that gives them, called when the branch's part is done."""
+        index, branch_index = self.index, self.branch_index
+        branch = [index.entry(i) for i in branch_index]
         catalog = catalog if catalog is not None else _safe_catalog()
         # One walk along the branch, over one incremental projection: the plot, each compaction's
         # summarized entries, and the branch's projection that `dropped` reads.
@@ -334,57 +423,59 @@ class _View:
             "overflows": [branch_index[p] for p in timeline.overflows],
             "settings": settings.to_json(),
         }
+        ids = index.ids_of(branch_index)
+        try:  # id -> position (the last on the branch with that id), built in C
+            on_branch: dict[Any, int] = dict(zip(ids, branch_index, strict=True))
+        except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
+            on_branch = {k: i for k, i in zip(ids, branch_index, strict=True) if hashable(k)}
         if not isinstance(facts, _EntryFacts):
             facts = facts()
-
-        try:  # id -> position (the last on the branch with that id), built in C
-            on_branch: dict[Any, int] = dict(zip(index.ids_of(branch_index), branch_index, strict=True))
-        except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
-            on_branch = {k: i for k, i in zip(index.ids_of(branch_index), branch_index, strict=True) if hashable(k)}
+        chars, whole = facts.chars, facts.whole_previews
         dropped = []
-        previews = facts.previews
-        replaced: dict[int, str] = {}
+        shows: dict[int, int] = {}  # tree row -> the dropped entry whose `dropped` preview it shows
+        where = on_branch.get
         for position, _role, why, by in reasons:
             at = branch_index[position]  # the dropped entry itself
-            row = [on_branch.get(str(branch[position].get("id")), -1), _WHY.index(why),
-                   on_branch.get(by, -1) if by is not None else -1, facts.chars[at]]
-            dropped.append(row)
-            # Most entries of a long session are dropped ones: their preview is the one `dropped` makes.
-            replaced[row[0]] = facts.whole_previews.get(at, previews[at])
-        if replaced:
+            tree_at = where(str(branch[position].get("id")), -1)
+            dropped.append([tree_at, _WHY[why], where(by, -1) if by is not None else -1, chars[at]])
+            shows[tree_at] = at
+        # Most entries of a long session are dropped ones: their preview is the one `dropped`
+        # makes, the entry's own unless the start of its text was not enough (or a repeated id
+        # points the row at another entry).
+        shows = {tree_at: at for tree_at, at in shows.items() if tree_at >= 0 and (tree_at != at or at in whole)}
+        if shows:
+            previews = facts.previews()
+            replaced = {tree_at: whole.get(at, previews[at]) for tree_at, at in shows.items()}
             previews = list(previews)
-            for at, preview in replaced.items():
-                if at >= 0:
-                    previews[at] = preview
+            for tree_at, preview in replaced.items():
+                previews[tree_at] = preview
+            facts.set_previews(previews)
         header = self.header
         return {
             "version": 1,
             "file": file_name,
             "header": {k: header.get(k) for k in ("id", "version", "timestamp", "cwd", "parentSession") if k in header},
             "name": index.session_name(),
-            "ids": facts.ids,
-            "kinds": facts.kinds,
-            "roles": facts.roles,
-            "flags": facts.flags,
-            "previews": previews,
-            "order": facts.order,
-            "prefix": facts.prefix,
-            "labels": facts.labels,
             "branch": branch_index,
             "leaf": branch_index[-1] if branch_index else None,
             "dropped": dropped,
             "compactions": compactions,
             "plot": plot,
-            "models": facts.models,
         }, facts
 
 
-def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
+def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[str], list[list[Any]]]:
     """Entry positions in display order, their indentation and labels: a linear chain keeps its
     indentation, each branch point indents (as `picontext tree` draws it)."""
     roots, children = tree_positions(index)
     labels = index.labels
-    label_of = (lambda p: labels.get(key_of(field_of(index.entry(p), "id")))) if labels else None
+    label_at: dict[int, Any] = {}
+    if labels:
+        for position, entry in enumerate(entries):
+            key = entry.get("id") if type(entry) is dict else None
+            label = labels.get(key if hashable(key) else None)
+            if label:
+                label_at[position] = label
     order: list[int] = []
     prefix: list[str] = []
     rows: list[list[Any]] = []
@@ -393,7 +484,7 @@ def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]
         position, pre, child_pre = stack.pop()
         order.append(position)
         prefix.append(pre)
-        if label_of is not None and (label := label_of(position)):
+        if label_at and (label := label_at.get(position)):
             rows.append([position, label])
         kids = children.get(position)
         if kids is None:
@@ -409,22 +500,19 @@ def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]
 
 def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline) -> list[dict[str, Any]]:
     """Per compaction of the branch: summary, ledger, cut point and the entries it summarized."""
-    first_at: dict[Any, int] = {}
-    for pos, e in enumerate(branch):
-        key = field_of(e, "id")
-        if hashable(key):
-            first_at.setdefault(key, pos)
-    at_of = {id(e): i for e, i in zip(branch, branch_index, strict=True)} if timeline.compactions else {}
+    if not timeline.compactions:
+        return []
+    at_of = dict(zip(map(id, branch), branch_index, strict=True))
     out = []
     for mark in timeline.compactions:
         pos, entry = mark.position, branch[mark.position]
         first_kept = entry.get("firstKeptEntryId")
-        kept_pos = first_at.get(first_kept) if hashable(first_kept) else None
+        kept_pos = mark.kept
         kept_at = branch_index[kept_pos] if kept_pos is not None and kept_pos < pos else None
         out.append({"index": branch_index[pos], "summary": str(entry.get("summary") or ""),
                     "tokensBefore": entry.get("tokensBefore"), "firstKept": first_kept,
                     "firstKeptIndex": kept_at, "ledger": _ledger(entry),
-                    "summarized": [at_of[id(e)] for e in mark.summarized],
+                    "summarized": list(map(at_of.__getitem__, map(id, mark.summarized))),
                     "details": entry.get("details") if isinstance(entry.get("details"), dict) else None,
                     "usage": entry.get("usage") if isinstance(entry.get("usage"), dict) else None})
     return out

@@ -24,7 +24,7 @@ from typing import Any
 
 from picontext.ai.overflow import is_context_overflow
 from picontext.compaction.tokens import BranchEstimate, calculate_context_tokens, estimate_before, get_assistant_usage
-from picontext.session.projection import SessionProjection, field_of, message_role
+from picontext.session.projection import SessionProjection, field_of, hashable, message_role
 
 __all__ = ["CompactionMark", "Request", "Timeline", "build_timeline", "estimate_before"]
 
@@ -48,6 +48,7 @@ class CompactionMark:
     tokens_after: int | float
     overflow: bool  # it recovered from a context overflow (the previous request overflowed)
     fold_from: int = 0  # its kept part starts here: no position before it matters to later projections
+    kept: int | None = None  # where its `firstKeptEntryId` first occurs on the branch (None: nowhere)
     # The message and custom message entries (not system messages) in the context just before it
     # and not just after it: what it summarized, in context order.
     summarized: list[Any] = field(default_factory=list)
@@ -91,9 +92,11 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
         elif kind == "compaction":
             before = live.context_entries  # replaced, not changed, by the fold below
             add(entry)
+            kept = entry.get("firstKeptEntryId")
             out.compactions.append(CompactionMark(
                 pos, len(out.requests), entry.get("tokensBefore"), walk.tokens(), last_request_overflowed,
-                walk.fold_from, _summarized(before, live.context_entries)))
+                walk.fold_from, summarized=_summarized(before, live.context_entries),
+                kept=live.first_position(kept) if hashable(kept) else None))
         else:
             add(entry)
     out.projection = live.projection()
