@@ -270,14 +270,18 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         done = self._done
         if done is not None and starts_with(messages, done.source):
             converted = self._converted
-            out, pending, start = list(done.out), dict(done.pending), len(done.source)
+            out, pending, start = done.out, done.pending, len(done.source)
+            self._done = None  # its lists grow below: kept again once the pass is through
         else:
             converted, out, pending, start = {}, [], {}, 0
         previous = self._converted
 
+        def unanswered() -> list[BaseMessage]:
+            return [ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error")
+                    for call_id, name in pending.items()]
+
         def close() -> None:
-            for call_id, name in pending.items():
-                out.append(ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error"))
+            out.extend(unanswered())
             pending.clear()
 
         for message in messages[start:]:
@@ -302,9 +306,8 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
             if hit.message is not None:
                 out.append(hit.message)
         self._converted = converted
-        self._done = _Pass(head(messages, len(messages)), list(out), dict(pending))
-        close()
-        return out
+        self._done = _Pass(head(messages, len(messages)), out, pending)
+        return out + unanswered()  # the model's own list: the pass's lists stay private
 
     def _overflowed(self, exc: Exception) -> bool:
         return matching_overflow_pattern(str(exc), self._origin["provider"]) is not None
@@ -312,7 +315,8 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
 
 class _Pass(NamedTuple):
     """Where the last pass over the projection stopped: its messages, the output so far (before
-    unanswered calls were closed) and the calls still unanswered."""
+    unanswered calls were closed) and the calls still unanswered. The next pass that resumes it
+    extends `out` and `pending` in place."""
 
     source: Sequence[dict[str, Any]]
     out: list[BaseMessage]
