@@ -9,7 +9,9 @@ The same `create_agent` graph answers one prompt per turn with a chat model that
 * `picontext`     PicontextMiddleware on a JSONL session of `--entries` entries with a compaction near
                   its end (the usual state of a long session), no checkpointer;
 * `picontext-uncompacted`  the same session without the compaction (a window far larger than it):
-                  the projection is the whole session.
+                  the projection is the whole session;
+* `no memory, same input`  after each picontext case: the graph with no memory, given the same
+                  model input (the projection's messages and the prompt) as its input state.
 
 Reported: median and p90 ms per turn, and the middleware's own time per turn (inside its hook,
 the model call excluded; wall and this thread's CPU time, which a loaded machine does not
@@ -116,6 +118,12 @@ def picontext_case(entries: int, rounds: int, compacted: bool, store: str) -> tu
         middleware.memory.manager.append_compaction("## Goal\nbench\n## Progress\nmany turns", ids[-200], 150_000)
     agent = create_agent(model(), tools=[], middleware=[middleware])
     times = timed_rounds(lambda i: agent.invoke({"messages": [HumanMessage(f"turn {i}: {FILLER}")]}), rounds)
+    # No memory, the same model input: the projection handed to the graph as its input messages
+    # (copies: the graph's reducer gives each message an id).
+    context = [message.model_copy() for message in middleware._langchain_context()]
+    bare = create_agent(model(), tools=[])
+    report("  no memory, same input", timed_rounds(
+        lambda i: bare.invoke({"messages": [*context, HumanMessage(f"turn {i}: {FILLER}")]}), rounds))
     first, steady = middleware.own[0], middleware.own[5:]  # the first turn converts the whole context once
     walls, cpus = [w for w, _ in steady], [c for _, c in steady]
     return times, (statistics.median(walls), statistics.median(cpus), statistics.fmean(walls),
