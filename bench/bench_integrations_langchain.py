@@ -103,7 +103,7 @@ class Timed(PicontextMiddleware):
 Own = tuple[float, float, float, float, float, float]  # median wall, median CPU, mean wall, mean CPU, first turn
 
 
-def picontext_case(entries: int, rounds: int, compacted: bool, store: str) -> tuple[list[float], Own]:
+def picontext_case(entries: int, rounds: int, compacted: bool, store: str) -> tuple[list[float], Own, list[float]]:
     window = 2_000_000_000  # never over the threshold: the turn is measured, not a compaction
     record = {"id": "fake", "name": "fake", "api": "openai-completions", "provider": "bench",
               "baseUrl": "http://127.0.0.1:9/v1", "reasoning": False, "input": ["text"],
@@ -122,12 +122,12 @@ def picontext_case(entries: int, rounds: int, compacted: bool, store: str) -> tu
     # (copies: the graph's reducer gives each message an id).
     context = [message.model_copy() for message in middleware._langchain_context()]
     bare = create_agent(model(), tools=[])
-    report("  no memory, same input", timed_rounds(
-        lambda i: bare.invoke({"messages": [*context, HumanMessage(f"turn {i}: {FILLER}")]}), rounds))
+    same_input = timed_rounds(lambda i: bare.invoke({"messages": [*context, HumanMessage(f"turn {i}: {FILLER}")]}),
+                              rounds)
     first, steady = middleware.own[0], middleware.own[5:]  # the first turn converts the whole context once
     walls, cpus = [w for w, _ in steady], [c for _, c in steady]
     return times, (statistics.median(walls), statistics.median(cpus), statistics.fmean(walls),
-                   statistics.fmean(cpus), first[0], first[1])
+                   statistics.fmean(cpus), first[0], first[1]), same_input
 
 
 def report(name: str, times: list[float], own: Own | None = None) -> None:
@@ -156,10 +156,10 @@ def main() -> None:
         report("plain-state", timed_rounds(
             lambda i: plain.invoke({"messages": [HumanMessage(f"turn {i}: {FILLER}")]}, config), args.rounds))
 
-        times, own = picontext_case(args.entries, args.rounds, True, os.path.join(tmp, "a"))
-        report("picontext", times, own)
-        times, own = picontext_case(args.entries, args.rounds, False, os.path.join(tmp, "b"))
-        report("picontext-uncompacted", times, own)
+        for name, compacted in (("picontext", True), ("picontext-uncompacted", False)):
+            times, own, same_input = picontext_case(args.entries, args.rounds, compacted, os.path.join(tmp, name))
+            report(name, times, own)
+            report("  no memory, same input", same_input)
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ class PicontextHistory(AbstractCapability[Any]):
         view = self.memory.message_view()
         known = owner._system_prompt
         if known is not None and starts_with(view, known[0]) and not any(
-                m.get("role") == "system" for m in view[len(known[0]):]):
+                isinstance(m, dict) and m.get("role") == "system" for m in view[len(known[0]):]):
             return known[1]
         system = get_current_system_message(view)
         sections = (system or {}).get("sections") or {}
