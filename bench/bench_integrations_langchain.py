@@ -103,7 +103,8 @@ class Timed(PicontextMiddleware):
 Own = tuple[float, float, float, float, float, float]  # median wall, median CPU, mean wall, mean CPU, first turn
 
 
-def picontext_case(entries: int, rounds: int, compacted: bool, store: str) -> tuple[list[float], Own, list[float]]:
+def picontext_case(entries: int, rounds: int, compacted: bool, store: str
+                   ) -> tuple[list[float], Own, tuple[list[float], list[BaseMessage]]]:
     window = 2_000_000_000  # never over the threshold: the turn is measured, not a compaction
     record = {"id": "fake", "name": "fake", "api": "openai-completions", "provider": "bench",
               "baseUrl": "http://127.0.0.1:9/v1", "reasoning": False, "input": ["text"],
@@ -127,7 +128,7 @@ def picontext_case(entries: int, rounds: int, compacted: bool, store: str) -> tu
     first, steady = middleware.own[0], middleware.own[5:]  # the first turn converts the whole context once
     walls, cpus = [w for w, _ in steady], [c for _, c in steady]
     return times, (statistics.median(walls), statistics.median(cpus), statistics.fmean(walls),
-                   statistics.fmean(cpus), first[0], first[1]), same_input
+                   statistics.fmean(cpus), first[0], first[1]), (same_input, context)
 
 
 def report(name: str, times: list[float], own: Own | None = None) -> None:
@@ -159,7 +160,7 @@ def main() -> None:
         for name, compacted in (("picontext", True), ("picontext-uncompacted", False)):
             times, own, same_input = picontext_case(args.entries, args.rounds, compacted, os.path.join(tmp, name))
             report(name, times, own)
-            report("  no memory, same input", same_input)
+            report(f"  no memory, same input ({len(same_input[1]) + 1} messages)", same_input[0])
 
 
 if __name__ == "__main__":
