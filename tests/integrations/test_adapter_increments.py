@@ -93,3 +93,51 @@ def test_langchain_turns_convert_only_the_new_messages(tmp_path: Path, monkeypat
     context = middleware._langchain_context()
     assert [m["role"] for m in converted] == ["compactionSummary"]
     assert len(context) == 1 + 8
+
+
+def test_the_system_prompt_is_replayed_only_when_the_projection_changed(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from picontext.integrations import pydantic_ai as pa_adapter
+    from picontext.integrations.pydantic_ai import PicontextHistory
+
+    history = PicontextHistory(model=MODEL, store=str(tmp_path / "store"), cwd=str(tmp_path),
+                               summarizer=object())  # type: ignore[arg-type]
+    memory = history.memory
+    memory.append([{"role": "system", "content": "", "sections": {"system_prompt": "Be brief."}},
+                   *[m for i in range(20) for m in turn(i)]])
+    replays: list[int] = []
+    replay = pa_adapter.get_current_system_message
+    monkeypatch.setattr(pa_adapter, "get_current_system_message", lambda messages: replays.append(1)
+                        or replay(messages))
+    assert history._stored_system_prompt() == "Be brief." and len(replays) == 1
+    for i in range(20, 25):
+        memory.append(turn(i))
+        assert history._stored_system_prompt() == "Be brief."
+    assert len(replays) == 1  # the projection only grew, by no system message
+    memory.append([{"role": "system", "content": "", "sections": {"system_prompt": "Be thorough."}}])
+    assert history._stored_system_prompt() == "Be thorough." and len(replays) == 2
+    memory.clear()  # a new root: a projection of its own
+    assert history._stored_system_prompt() is None and len(replays) == 3
+
+
+def test_two_memories_on_one_session_lose_and_repeat_nothing(tmp_path: Path) -> None:
+    """Each append is one batch under the store's lock; what another writer appended meanwhile is
+    taken in first, and the file holds every message once."""
+    import json
+
+    first = ConversationMemory(model=MODEL, store=str(tmp_path / "store"), cwd=str(tmp_path), summarizer=object())  # type: ignore[arg-type]
+    first.append(turn(0))
+    second = ConversationMemory(first.session_id, model=MODEL, store=str(tmp_path / "store"), cwd=str(tmp_path),
+                                summarizer=object())  # type: ignore[arg-type]
+    for i in range(1, 6):
+        (first if i % 2 else second).append(turn(i))
+    path = first.manager.get_session_file()
+    assert path is not None
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    texts = [e["message"]["content"] for e in lines if e.get("type") == "message" and e["message"]["role"] == "user"]
+    assert texts == [f"question {i}" for i in range(6)]
+    ids = [e["id"] for e in lines if "id" in e]
+    assert len(ids) == len(set(ids))
+    reopened = ConversationMemory(first.session_id, model=MODEL, store=str(tmp_path / "store"), cwd=str(tmp_path),
+                                  summarizer=object())  # type: ignore[arg-type]
+    assert len(reopened.manager.get_entries()) == len(lines) - 1
