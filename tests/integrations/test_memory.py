@@ -238,3 +238,23 @@ def test_a_system_message_is_stored_and_replayed(server: ScriptedModelServer, tm
     assert memory.context()[0]["role"] == "system"
     with pytest.raises(ValueError, match="sections"):
         memory.append([{"role": "system", "content": "", "sections": ["x"]}])
+
+
+@pytest.mark.parametrize("prices", [(0.0, 0.0, 0.0, 0.0), (3.0, 15.0, 0.3, 3.75)])
+def test_a_stored_reply_is_held_as_its_line_in_the_file(server: ScriptedModelServer, tmp_path: Path,
+                                                        prices: tuple[float, float, float, float]) -> None:
+    """A cost of 0 (a free or local model, no cache use) is the integer JSON.stringify writes for
+    0.0: the entry the session holds serializes to the very line in the file, without the exact
+    number encoder that a float 0.0 would send it through."""
+    import orjson
+
+    model = server.model(cost=prices)
+    memory = ConversationMemory(model=model, store=str(tmp_path / "store"), cwd=str(tmp_path))
+    ids = memory.append([user("hi"), assistant("hello")], usage={"input": 1000, "output": 100})
+    path = memory.manager.get_session_file()
+    assert path is not None
+    lines = {json.loads(line)["id"]: line for line in Path(path).read_bytes().splitlines()[1:]}
+    entry = memory.manager.get_entry(ids[1])
+    assert orjson.dumps(entry) == lines[ids[1]]
+    cost = entry["message"]["usage"]["cost"]  # type: ignore[index]
+    assert all(type(value) is int for key, value in cost.items() if key in ("cacheRead", "cacheWrite"))

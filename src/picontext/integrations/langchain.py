@@ -55,7 +55,7 @@ from picontext.ai.overflow import matching_overflow_pattern
 from picontext.compaction.completion import Completion
 from picontext.errors import ConfigError
 from picontext.integrations.langchain_messages import Origin, from_langchain_messages, to_langchain
-from picontext.integrations.memory import ConversationMemory
+from picontext.integrations.memory import ConversationMemory, head, starts_with
 from picontext.session.convert import convert_message
 from picontext.session.projection import field_of
 
@@ -184,7 +184,7 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
     def _same_prompt(self, message: dict[str, Any]) -> bool:
         """A SystemMessage the caller passes on every call (no checkpointer) is one prompt, not
         one more system message per call: skipped when it equals the latest one in the context."""
-        latest = next((m for m in reversed(self.memory.messages()) if m.get("role") == "system"), None)
+        latest = next((m for m in reversed(self.memory.message_view()) if m.get("role") == "system"), None)
         return latest is not None and _content_key(latest.get("content")) == _content_key(message.get("content"))
 
     def _unstored(self, messages: list[BaseMessage], marker: Any) -> list[dict[str, Any]]:
@@ -266,21 +266,25 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
         compaction or a branch move it starts over, converting only messages it has not seen."""
         # The projection's own messages (a summary stays the same object from turn to turn, where
         # the converted context would make a new one): to_langchain converts the custom roles.
-        messages = self.memory.messages()
+        messages = self.memory.message_view()
         done = self._done
-        if done is not None and len(messages) >= len(done.source) and messages[:len(done.source)] == done.source:
+        if done is not None and starts_with(messages, done.source):
             converted = self._converted
-            out, pending, start = list(done.out), dict(done.pending), len(done.source)
+            out, pending, start = done.out, done.pending, len(done.source)
+            self._done = None  # its lists grow below: kept again once the pass is through
         else:
             converted, out, pending, start = {}, [], {}, 0
         previous = self._converted
 
+        def unanswered() -> list[BaseMessage]:
+            return [ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error")
+                    for call_id, name in pending.items()]
+
         def close() -> None:
-            for call_id, name in pending.items():
-                out.append(ToolMessage("No result provided", tool_call_id=call_id, name=name, status="error"))
+            out.extend(unanswered())
             pending.clear()
 
-        for message in messages[start:] if start else messages:
+        for message in messages[start:]:
             key = id(message)
             hit = previous.get(key)
             if hit is None or hit.source is not message:
@@ -302,9 +306,8 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
             if hit.message is not None:
                 out.append(hit.message)
         self._converted = converted
-        self._done = _Pass(messages, list(out), dict(pending))
-        close()
-        return out
+        self._done = _Pass(head(messages, len(messages)), out, pending)
+        return out + unanswered()  # the model's own list: the pass's lists stay private
 
     def _overflowed(self, exc: Exception) -> bool:
         return matching_overflow_pattern(str(exc), self._origin["provider"]) is not None
@@ -312,9 +315,10 @@ class PicontextMiddleware(AgentMiddleware[PicontextState, Any, Any]):
 
 class _Pass(NamedTuple):
     """Where the last pass over the projection stopped: its messages, the output so far (before
-    unanswered calls were closed) and the calls still unanswered."""
+    unanswered calls were closed) and the calls still unanswered. The next pass that resumes it
+    extends `out` and `pending` in place."""
 
-    source: list[dict[str, Any]]
+    source: Sequence[dict[str, Any]]
     out: list[BaseMessage]
     pending: dict[str, str]
 

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import operator
 import os
 import time
 from collections.abc import Callable, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from picontext.agent.background_compaction import BackgroundCompaction
@@ -50,14 +52,14 @@ from picontext.compaction.tokens import should_compact as _over_threshold
 from picontext.errors import ConfigError, NothingToCompact, SessionNotFound
 from picontext.session.convert import convert_to_llm
 from picontext.session.manager import SessionManager
-from picontext.session.projection import field_of
+from picontext.session.projection import PrefixView, field_of
 from picontext.session.repository import SessionRepository, open_repository
 
 if TYPE_CHECKING:
     from picontext.ai.event_stream import AbortSignal
     from picontext.compaction.prompt_cache import SessionRequest
 
-__all__ = ["CLEAR_ENTRY", "POP_ENTRY", "ConversationMemory"]
+__all__ = ["CLEAR_ENTRY", "POP_ENTRY", "ConversationMemory", "head", "starts_with"]
 
 POP_ENTRY = "picontext.pop"
 """customType of the entry that makes a `pop()` durable (data: the popped entry's id)."""
@@ -241,17 +243,19 @@ class ConversationMemory:
         missing. `usage` (the reply's reported usage, keys as in `record_usage`), or else usage
         recorded before, goes to the last assistant message of the call. A message of another
         shape raises `ValueError` before anything is written."""
-        prepared = [m if _is_custom_entry(m) else self._prepare(m, i) for i, m in enumerate(messages)]
-        last_assistant = max((i for i, m in enumerate(prepared) if m.get("role") == "assistant"), default=None)
-        if last_assistant is not None and usage is not None:
-            prepared[last_assistant]["usage"] = self._pi_usage(usage)
-        elif last_assistant is not None and self._pending_usage is not None:
+        last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, dict) and not _is_custom_entry(m)
+                              and m.get("role") == "assistant"), default=None)
+        prepared = [m if _is_custom_entry(m) else self._prepare(m, i, usage if i == last_assistant else None)
+                    for i, m in enumerate(messages)]
+        if last_assistant is not None and usage is None and self._pending_usage is not None:
             if not _has_usage(prepared[last_assistant]):
                 prepared[last_assistant]["usage"] = self._pending_usage
         if last_assistant is not None:
             self._pending_usage = None
         ids: list[str] = []
-        with self.manager.exclusive(strict=False), self.manager.batch():
+        # One batch is one all-or-nothing write under the store's lock (another writer's appends
+        # are taken in first, as in a non-strict writer section): durable before this returns.
+        with self.manager.batch():
             for message in prepared:
                 if _is_custom_entry(message):  # kept in the file, never in the context
                     ids.append(self.manager.append_custom_entry(message["customType"], message.get("data")))
@@ -265,7 +269,9 @@ class ConversationMemory:
             self._unanchored = None if _has_usage(prepared[last_assistant]) else ids[last_assistant]
         return ids
 
-    def _prepare(self, message: Any, index: int) -> dict[str, Any]:
+    def _prepare(self, message: Any, index: int, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`message` checked, as a new dict with Pi's defaults; `usage` (given for the call)
+        replaces an assistant message's own."""
         if not isinstance(message, dict) or message.get("role") not in _ROLES:
             role = message.get("role") if isinstance(message, dict) else type(message).__name__
             raise ValueError(f"message {index}: role {role!r} is not one of {', '.join(_ROLES)}")
@@ -279,7 +285,7 @@ class ConversationMemory:
             out.setdefault("api", self.model["api"])
             out.setdefault("provider", self.model["provider"])
             out.setdefault("model", self.model["id"])
-            out["usage"] = self._pi_usage(out.get("usage"))
+            out["usage"] = self._pi_usage(out.get("usage") if usage is None else usage)
             if "stopReason" not in out:
                 calls = any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
                 out["stopReason"] = "toolUse" if calls else "stop"
@@ -310,9 +316,14 @@ class ConversationMemory:
                 out["totalTokens"] = out["input"] + out["output"] + out["cacheRead"] + out["cacheWrite"]
         out["cost"] = dict(out["cost"])
         try:
-            calculate_cost(self.model, out)  # type: ignore[arg-type]
+            cost: dict[str, Any] = calculate_cost(self.model, out)  # type: ignore[arg-type,assignment]
         except (KeyError, TypeError):
-            pass  # a model record without prices: zero cost, as Pi writes for local models
+            return out  # a model record without prices: zero cost, as Pi writes for local models
+        for key, value in cost.items():
+            if type(value) is float and value.is_integer() and abs(value) < 2**53:
+                # JSON.stringify writes 0.0 as 0: so does the session file, and an entry holding
+                # the int is written without the slow exact-format encoder.
+                cost[key] = int(value)
         return out
 
     def record_usage(self, usage: dict[str, Any]) -> None:
@@ -331,11 +342,18 @@ class ConversationMemory:
     def context(self) -> list[dict[str, Any]]:
         """The model's input: the projection (compactions, context edits) as provider messages
         (summaries and custom messages become user messages)."""
-        return convert_to_llm(self.manager.build_session_projection().messages)
+        return convert_to_llm(self.message_view())
 
     def messages(self) -> list[dict[str, Any]]:
         """The projection's messages before conversion (compactionSummary, custom ... roles kept)."""
-        return list(self.manager.build_session_projection().messages)
+        view = self.message_view()
+        return view[:] if isinstance(view, PrefixView) else list(view)  # a slice copies in C
+
+    def message_view(self) -> Sequence[dict[str, Any]]:
+        """`messages()` as a read-only sequence, in O(1): the session's own message objects,
+        not to be changed. While the conversation only grows, the next view `starts_with` this
+        one (a `PrefixView`), so an adapter converts only what is new."""
+        return self.manager.build_session_projection().messages
 
     # -- the threshold ---------------------------------------------------------------------------------
 
@@ -471,6 +489,21 @@ class ConversationMemory:
             self.manager.append_custom_entry(CLEAR_ENTRY, {})
         self._pending_usage = self._unanchored = self._reported = None
         self._record_model()
+
+
+def starts_with(messages: Sequence[Any], prefix: Sequence[Any]) -> bool:
+    """Whether `messages` begins with the very objects of `prefix`: O(1) when both are views
+    of one projection (`PrefixView.starts_with`), else compared by identity in C."""
+    if isinstance(messages, PrefixView):
+        return messages.starts_with(prefix)
+    count = len(prefix)
+    return count <= len(messages) and all(map(operator.is_, islice(messages, count), prefix))
+
+
+def head(messages: Sequence[Any], count: int) -> Sequence[Any]:
+    """The first `count` of `messages`, kept to compare a later projection with (`starts_with`):
+    a view of a view in O(1), a copy of a list (whose owner may change it)."""
+    return messages.head(count) if isinstance(messages, PrefixView) else list(islice(messages, count))
 
 
 def _is_custom_entry(message: Any) -> bool:

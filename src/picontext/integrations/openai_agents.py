@@ -154,7 +154,7 @@ class PicontextSession:
         a new dict, so a caller changing one changes nothing here."""
         previous, seen = self._converted, {}
         out: list[Any] = []
-        for message in self.memory.messages():
+        for message in self.memory.message_view():
             hit = previous.get(id(message))
             if hit is None or hit[0] is not message:
                 hit = (message, message_to_items(message))
@@ -165,7 +165,7 @@ class PicontextSession:
 
     def _tool_call(self, call_id: str) -> tuple[str, str] | None:
         """The stored toolCall block (id, name) for a function call output of a later write."""
-        for message in reversed(self.memory.messages()):
+        for message in reversed(self.memory.message_view()):
             if message.get("role") != "assistant":
                 continue
             for block in message.get("content") or []:

@@ -38,7 +38,7 @@ from pydantic_ai.tools import RunContext
 
 from picontext.ai.overflow import matching_overflow_pattern
 from picontext.compaction.completion import Completion
-from picontext.integrations.memory import ConversationMemory
+from picontext.integrations.memory import ConversationMemory, head, starts_with
 from picontext.integrations.pydantic_ai_messages import (
     SYSTEM_PROMPT_SECTION,
     ProjectionConverter,
@@ -109,6 +109,7 @@ class PicontextHistory(AbstractCapability[Any]):
         self.auto_compact = auto_compact
         self._last_run: dict[int, pm.ModelMessage] = {}  # the objects of the last run, by id
         self._to_model = ProjectionConverter()  # the projection as pydantic-ai messages, kept up to date
+        self._system_prompt: tuple[Sequence[Any], str | None] | None = None  # (projection, its prompt)
         # Per run (set on the copy `for_run` returns):
         self._parent: PicontextHistory | None = None
         self._history_length = 0
@@ -169,7 +170,7 @@ class PicontextHistory(AbstractCapability[Any]):
         memory = self.memory
         if self.auto_compact and not self._overflow_retried and memory.should_compact():
             await memory.acompact(reason="threshold")
-        request_context.messages = self._owner()._to_model(memory.messages())
+        request_context.messages = self._owner()._to_model(memory.message_view())
         return request_context
 
     async def on_model_request_error(self, ctx: RunContext[Any], *, request_context: ModelRequestContext,
@@ -218,10 +219,21 @@ class PicontextHistory(AbstractCapability[Any]):
         return out
 
     def _stored_system_prompt(self) -> str | None:
-        system = get_current_system_message(self.memory.messages())
+        """The conversation's system prompt now. Replaying every system message walks the whole
+        projection, so the answer is kept with the projection it was read from and reused while
+        the projection has only grown by messages that are not system messages."""
+        owner = self._owner()
+        view = self.memory.message_view()
+        known = owner._system_prompt
+        if known is not None and starts_with(view, known[0]) and not any(
+                isinstance(m, dict) and m.get("role") == "system" for m in view[len(known[0]):]):
+            return known[1]
+        system = get_current_system_message(view)
         sections = (system or {}).get("sections") or {}
         prompt = sections.get(SYSTEM_PROMPT_SECTION)
-        return prompt if isinstance(prompt, str) else None
+        prompt = prompt if isinstance(prompt, str) else None
+        owner._system_prompt = (head(view, len(view)), prompt)
+        return prompt
 
     def _unstored(self, history: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
         """The part of a caller's `message_history` the session does not hold yet."""

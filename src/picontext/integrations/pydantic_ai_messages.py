@@ -41,6 +41,7 @@ import pydantic
 from pydantic_ai import messages as pm
 from pydantic_ai.usage import RequestUsage
 
+from picontext.integrations.memory import head, starts_with
 from picontext.session.convert import convert_message
 from picontext.session.system_prompt import get_current_system_message, system_message_text
 
@@ -412,19 +413,19 @@ def _role(message: Any) -> Any:
 class ProjectionConverter:
     """`from_pi` for a projection that grows at its end between requests: the messages up to its
     last assistant message are converted once and reused while the projection still starts with
-    them (a list comparison: identical objects cost a pointer check each). A compaction, a context
-    edit or a new system prompt changes that start, and everything is converted again. Reused
-    messages are shared between requests, as pydantic-ai shares a run's history between steps."""
+    them (the same objects: known in O(1) for the session's projection views, see
+    `memory.starts_with`). A compaction, a context edit or a new system prompt changes that
+    start, and everything is converted again. Reused messages are shared between requests, as
+    pydantic-ai shares a run's history between steps."""
 
     def __init__(self) -> None:
-        self._source: list[Any] = []  # the Pi messages already converted
+        self._source: Sequence[Any] = []  # the Pi messages already converted
         self._converted: list[pm.ModelMessage] = []  # their conversion
 
     def __call__(self, messages: Sequence[dict[str, Any]]) -> list[pm.ModelMessage]:
-        messages = messages if isinstance(messages, list) else list(messages)
         start = len(self._source)
-        if not start or len(messages) < start or messages[start - 1] is not self._source[-1] or any(
-                _role(m) == "system" for m in messages[start:]) or messages[:start] != self._source:
+        if not start or not starts_with(messages, self._source) or any(
+                _role(m) == "system" for m in messages[start:]):
             start = 0
             self._source, self._converted = [], []
         closed = start
@@ -435,5 +436,5 @@ class ProjectionConverter:
         if not start and any(_role(m) == "system" for m in messages[closed:]):
             return from_pi(messages)  # the head's system prompt depends on the tail: nothing to keep
         self._converted.extend(from_pi(messages[start:closed]))
-        self._source = messages[:closed]
+        self._source = head(messages, closed)
         return self._converted + from_pi(messages[closed:])

@@ -23,6 +23,7 @@ messages and views as read-only and take `list(view)` when they need a list of t
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -387,6 +388,19 @@ class PrefixView(Sequence[T]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return PrefixView, (list(self),)
+
+    def head(self, count: int) -> PrefixView[T]:
+        """A view of the first `count` items, in O(1)."""
+        return PrefixView(self._items, max(0, min(count, self._len)))
+
+    def starts_with(self, other: Sequence[Any]) -> bool:
+        """Whether this view begins with `other`'s items, the same objects. A view of the same
+        list is known from the lengths alone (its owner never changes an item it handed out),
+        so a caller that keeps the last projection learns in O(1) that the new one only grew."""
+        if isinstance(other, PrefixView) and other._items is self._items:
+            return other._len <= self._len
+        count = len(other)
+        return count <= self._len and all(map(operator.is_, islice(self._items, count), other))
 
 
 @dataclass(slots=True)
