@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Protocol
 
+from picontext._json import js_joined
+
 _ONE_MS = timedelta(milliseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -68,12 +70,16 @@ def js_date_ms(value: object) -> int | float:
         if value != value or abs(value) > 8.64e15:
             return float("nan")
         return int(value)  # JS truncates toward zero
+    if isinstance(value, list):  # ToPrimitive: an array is its joined text (["2026-01-01"], [[...]])
+        value = js_joined(value)
     ms = ms_from_iso(value)
     return int(ms) if ms == ms else ms
 
 
 def ms_from_iso(text: object) -> float:
-    """`Date.parse(text)` for ISO-8601 strings; NaN for anything unparseable."""
+    """`Date.parse(text)` for ISO-8601 strings; NaN for anything else. ECMAScript leaves other
+    strings to each engine's own heuristics (V8 reads "0" as 2000-01-01, "13" as NaN); picontext
+    follows none of them, so such a timestamp is NaN here (tests/differential/test_confused_vs_pi.py)."""
     if not isinstance(text, str):
         return float("nan")
     m = _ISO_RE.match(text.strip())

@@ -111,6 +111,26 @@ def js_number(value: float | int) -> str:
     return sign + (digits if k == 1 else digits[0] + "." + digits[1:]) + exponent
 
 
+def js_joined(values: list[Any]) -> str:
+    """`Array.prototype.join(",")`, as `String(array)` makes it (null is "")."""
+    parts = []
+    for v in values:
+        if v is None:
+            parts.append("")
+        elif isinstance(v, bool):
+            parts.append("true" if v else "false")
+        elif isinstance(v, int | float):
+            parts.append(js_number(v) if math.isfinite(v) else ("NaN" if v != v else
+                                                                       "Infinity" if v > 0 else "-Infinity"))
+        elif isinstance(v, list):
+            parts.append(js_joined(v))
+        elif isinstance(v, dict):
+            parts.append("[object Object]")
+        else:
+            parts.append(str(v))
+    return ",".join(parts)
+
+
 def _is_index(key: str) -> bool:
     return _INDEX_KEY.fullmatch(key) is not None and int(key) <= _MAX_INDEX
 

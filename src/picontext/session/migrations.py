@@ -44,28 +44,8 @@ def js_number(value: Any) -> float:
             return float(int(text, 0))
         return float(text) if _JS_DECIMAL.fullmatch(text) else math.nan
     if isinstance(value, list):
-        return js_number(_joined(value))
+        return js_number(_json.js_joined(value))
     return math.nan
-
-
-def _joined(values: list[Any]) -> str:
-    """`Array.prototype.join(",")`, as `String(array)` makes it (null is "")."""
-    parts = []
-    for v in values:
-        if v is None:
-            parts.append("")
-        elif isinstance(v, bool):
-            parts.append("true" if v else "false")
-        elif isinstance(v, int | float):
-            parts.append(_json.js_number(v) if math.isfinite(v) else ("NaN" if v != v else
-                                                                       "Infinity" if v > 0 else "-Infinity"))
-        elif isinstance(v, list):
-            parts.append(_joined(v))
-        elif isinstance(v, dict):
-            parts.append("[object Object]")
-        else:
-            parts.append(str(v))
-    return ",".join(parts)
 
 
 def file_version(file_entries: list[Any]) -> float:
