@@ -272,3 +272,18 @@ async def test_constructing_inside_the_loop_writes_at_once_when_nobody_holds_the
     session = AgentSession(SessionManager.open(path), **_resumed(server))
     assert session.manager.pending_writes() == 0
     assert kinds(file_entries(session))[-2:] == ["model_change", "thinking_level_change"]
+
+
+async def test_a_synchronous_write_after_a_deferred_construction_writes_the_initial_entries_first(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    first, _ = make(server, tmp_path)
+    path = await _two_exchanges(first, server)
+    lock = ForeignLock(path)
+    lock.take()
+    session = AgentSession(SessionManager.open(path), **_resumed(server))
+    assert session.manager.pending_writes() == 2
+    await asyncio.to_thread(lock.released.wait, 60)
+    session.set_thinking_level("low")  # synchronous: may wait for the lock, and writes them first
+    entries = file_entries(session)
+    assert [e["type"] for e in entries[-3:]] == ["model_change", "thinking_level_change", "thinking_level_change"]
+    assert [e["thinkingLevel"] for e in entries[-2:]] == ["high", "low"]
