@@ -203,6 +203,12 @@ class SqliteSessionStore:
             if time.monotonic() > deadline:
                 raise self._locked_error()
             time.sleep(LOCK_POLL)
+        with self._holding(fd):
+            yield
+
+    @contextlib.contextmanager
+    def _holding(self, fd: int) -> Iterator[None]:
+        """The section, once `fd` holds the lock: this thread's or task's appends skip it."""
         token = _HELD.set(_HELD.get() | {self._key})
         try:
             yield
@@ -227,12 +233,20 @@ class SqliteSessionStore:
             if time.monotonic() > deadline:
                 raise self._locked_error()
             await asyncio.sleep(LOCK_POLL)
-        token = _HELD.set(_HELD.get() | {self._key})
-        try:
+        with self._holding(fd):
             yield self.tail()
-        finally:
-            _HELD.reset(token)
-            os.close(fd)
+
+    @contextlib.contextmanager
+    def try_writer(self) -> Iterator[Tail | None]:
+        """`writer()` without the wait: SessionLockedError at once while another writer holds it."""
+        if self._key in _HELD.get():
+            yield self.tail()
+            return
+        fd = self._try_lock()
+        if fd is None:
+            raise self._locked_error()
+        with self._holding(fd):
+            yield self.tail()
 
     # ------------------------------------------------------------------ writing
 

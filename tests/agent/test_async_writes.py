@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_helpers import file_entries, kinds, make
+from runtime_helpers import BigTool, file_entries, kinds, make
 
 from picontext.agent.session import AgentSession
+from picontext.ai.providers import StreamOptions
+from picontext.session.manager import SessionManager
 from picontext.testing import ScriptedModelServer, overflow, reply, text, tokens
 
 HOLD_SECONDS = 2.0
@@ -211,3 +213,77 @@ async def test_the_library_s_async_writes_do_not_block_the_loop(
 
     await _measured(lock, write)
     assert file_entries(session)[-1]["type"] == WRITTEN[method]
+
+
+def _resumed(server: ScriptedModelServer) -> dict[str, Any]:
+    """What a second AgentSession on the session file is built with: another model and thinking
+    level, so its constructor records a `model_change` and a `thinking_level_change`."""
+    return {"model": server.model(id="another-model"), "thinking_level": "high", "system_prompt": "Test agent.",
+            "tools": [BigTool()], "stream_options": StreamOptions(api_key="k")}
+
+
+async def test_constructing_a_session_inside_the_loop_does_not_block_it(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """The constructor's initial entries find the lock held: they wait in memory, and the first
+    prompt writes them, in order and before its message, once the lock is free."""
+    first, _ = make(server, tmp_path)
+    path = await _two_exchanges(first, server)
+    last_id = file_entries(first)[-1]["id"]
+    lock = ForeignLock(path)
+    sessions: list[AgentSession] = []
+
+    async def construct_and_prompt() -> None:
+        lock.take()
+        session = AgentSession(SessionManager.open(path), **_resumed(server))
+        sessions.append(session)
+        assert session.manager.pending_writes() == 2  # the lock is held: nothing waited for it
+        server.expect(text("answer 2"))
+        await session.prompt("question 2")
+
+    await _measured(lock, construct_and_prompt)
+    entries = file_entries(sessions[0])
+    assert kinds(entries)[-4:] == ["model_change", "thinking_level_change", "user", "assistant"]
+    ids = [last_id] + [e["id"] for e in entries[-4:]]
+    assert [e["parentId"] for e in entries[-4:]] == ids[:-1]  # one chain, in file order
+    assert entries[-4]["modelId"] == "another-model" and entries[-3]["thinkingLevel"] == "high"
+    assert SessionManager.open(path).get_entries() == sessions[0].manager.get_entries()
+
+
+async def test_acreate_returns_with_the_initial_entries_stored_without_blocking_the_loop(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    first, _ = make(server, tmp_path)
+    path = await _two_exchanges(first, server)
+    lock = ForeignLock(path)
+    sessions: list[AgentSession] = []
+
+    async def create() -> None:
+        lock.take()
+        sessions.append(await AgentSession.acreate(SessionManager.open(path), **_resumed(server)))
+
+    await _measured(lock, create)
+    assert sessions[0].manager.pending_writes() == 0
+    assert kinds(file_entries(sessions[0]))[-2:] == ["model_change", "thinking_level_change"]
+
+
+async def test_constructing_inside_the_loop_writes_at_once_when_nobody_holds_the_lock(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    first, _ = make(server, tmp_path)
+    path = await _two_exchanges(first, server)
+    session = AgentSession(SessionManager.open(path), **_resumed(server))
+    assert session.manager.pending_writes() == 0
+    assert kinds(file_entries(session))[-2:] == ["model_change", "thinking_level_change"]
+
+
+async def test_a_synchronous_write_after_a_deferred_construction_writes_the_initial_entries_first(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    first, _ = make(server, tmp_path)
+    path = await _two_exchanges(first, server)
+    lock = ForeignLock(path)
+    lock.take()
+    session = AgentSession(SessionManager.open(path), **_resumed(server))
+    assert session.manager.pending_writes() == 2
+    await asyncio.to_thread(lock.released.wait, 60)
+    session.set_thinking_level("low")  # synchronous: may wait for the lock, and writes them first
+    entries = file_entries(session)
+    assert [e["type"] for e in entries[-3:]] == ["model_change", "thinking_level_change", "thinking_level_change"]
+    assert [e["thinkingLevel"] for e in entries[-2:]] == ["high", "low"]

@@ -6,7 +6,7 @@ suite talks to it only through the `SessionRepository` and `SessionStore` protoc
 stores' `lock_timeout` attribute to keep refused waits short.
 
 Covered: all-or-nothing appends (also when two threads race), refusal of stale tails, incremental
-reads, the sync and async writer sections, listing facts, byte-identical import and export, and
+reads, the sync, async and non-waiting writer sections, listing facts, byte-identical import and export, and
 that a store reads the same bytes as the JSONL parser does.
 """
 
@@ -238,6 +238,39 @@ async def test_the_async_writer_section_never_blocks_the_event_loop(
         release.set()
         await asyncio.to_thread(thread.join)
     assert ids(store) == ["e1", "e2"]
+
+
+def test_try_writer_refuses_at_once_while_another_writer_holds_the_section(
+        conformance_repository: SessionRepository) -> None:
+    """`try_writer()` never waits: with the section held by another writer it raises
+    SessionLockedError on entering (a store that waited would get the section once the holder
+    lets go, after its `release.wait` below, and not raise); free, it is the writer section."""
+    store = new_store(conformance_repository)
+    store.lock_timeout = 60.0  # type: ignore[attr-defined]
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with conformance_repository.store(HEADER["id"]).writer():
+            held.set()
+            release.wait(20)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(60)
+        with pytest.raises(SessionLockedError), store.try_writer():
+            pass
+    finally:
+        release.set()
+        thread.join()
+    with store.try_writer() as tail:
+        assert tail == store.tail()
+        store.append([entry(2, "e1")], expect=tail)  # the holder's appends do not wait
+        with store.try_writer(), store.writer():  # reentrant, as writer()
+            store.append([entry(3, "e2")])
+    assert ids(store) == ["e1", "e2", "e3"]
+    with store.writer():  # released at its end
+        pass
 
 
 def test_listing_facts(conformance_repository: SessionRepository) -> None:

@@ -175,11 +175,25 @@ class AgentSession:
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self.model = model
         self.thinking_level: ThinkingLevel = "off"
-        self._record_initial_settings(model, thinking_level)
+        # Inside a running event loop the initial entries must not wait for another process's
+        # lock in a sleep: if it is held they are written first at the next write (see
+        # `SessionManager.batch`), whose wait yields to the loop.
+        with manager.batch(wait=not _loop_running()):
+            self._record_initial_settings(model, thinking_level)
         if context_tools:
             from picontext.agent.tools.context import context_tools as make_context_tools
 
             self.tools.extend(make_context_tools(self))
+
+    @classmethod
+    async def acreate(cls, manager: SessionManager, **options: Any) -> AgentSession:
+        """`AgentSession(manager, **options)` from async code, returning once its initial
+        `model_change`/`thinking_level_change` entries are stored: a wait for another process's
+        lock on the session yields to the event loop. (The constructor alone never waits inside
+        a running loop; a held lock only delays those entries to the session's next write.)"""
+        session = cls(manager, **options)
+        await manager.awrite_pending()
+        return session
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -706,6 +720,14 @@ class AgentSession:
         last = next((m for m in reversed(self.messages) if m.get("role") == "assistant"), None)
         if last is not None:
             await self.compaction.check(last, skip_aborted=False, pre_prompt=True, signal=signal)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def reply_context_tokens(message: Any) -> int | None:

@@ -39,7 +39,9 @@ from picontext.errors import (
     InvalidSessionId,
     NotEditable,
     NotOnActiveBranch,
+    SessionError,
     SessionFormatError,
+    SessionLockedError,
     StaleSessionError,
 )
 from picontext.session import paths
@@ -114,6 +116,8 @@ class SessionManager(ConfirmedWrites):
         self._batch: list[Record] | None = None  # see batch()
         self._section_writes: Unconfirmed | None = None  # appends of the writer section in progress
         self._unsettled: Unconfirmed | None = None  # written, not confirmed: settled before the next write
+        self._deferred: list[Record] | None = None  # in memory, not written yet: see batch(wait=False)
+        self._writing_deferred = False
         # Unlike Pi's constructor, nothing is created here: a session file's directory appears
         # with the file, at the first write (`open` of a new path has no side effect until then).
         with gc_paused():
@@ -577,13 +581,22 @@ class SessionManager(ConfirmedWrites):
         self._live.invalidate()
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, *, wait: bool = True) -> Iterator[None]:
         """Appends inside the block are written together at its end, in one all-or-nothing write
-        (under one lock); if that write (or the block) fails, none of them stays in memory."""
+        (under one lock); if that write (or the block) fails, none of them stays in memory.
+
+        `wait=False`, for synchronous code that runs on an event loop (`AgentSession`'s
+        constructor): if another writer holds the session at the block's end, nothing waits for
+        it. The entries stay in memory (reads and projections have them) and are written before
+        anything else at this manager's next write, in that write's writer section: in
+        `aexclusive()` the wait yields to the event loop. `pending_writes()` counts them,
+        `awrite_pending()` writes them now. (Writes whose answer was lost are settled first, and
+        that may wait.)"""
         if self._batch is not None:
             yield
             return
-        self._settle()
+        if wait or self._unsettled is not None:
+            self._settle()
         batch: list[Record] = []
         self._batch = batch
         try:
@@ -595,23 +608,98 @@ class SessionManager(ConfirmedWrites):
         self._batch = None
         if not batch:
             return
-        entries = [entry for entry, _leaf, _snapshot in batch]
-        written, flushed = self._before_write(batch)
+        if wait:
+            self._write_records(batch)
+            return
+        self._deferred = [*(self._deferred or ()), *batch]
+        try:
+            self._write_deferred(self._section(self._writer.try_exclusive(strict=False)))
+        except SessionLockedError:
+            if self._deferred is None:  # not from entering the section: from the write itself
+                raise
+
+    def _write_records(self, records: list[Record]) -> None:
+        """Write `records`, the newest entries in memory, in one write (see `batch`)."""
+        entries = [entry for entry, _leaf, _snapshot in records]
+        written, flushed = self._before_write(records)
         try:
             self._writer.persist(entries, self._index)
         except StaleSessionError:
             if self._writer.strict or self._writer.store is None:
-                self._undo(batch)
+                self._undo(records)
                 raise
-            self._undo(batch)
+            self._undo(records)
             with self._section(self._writer.catching_up(self._index)), self.batch():
-                for entry in entries:  # the leaf did not move: the same entries, after the foreign ones
+                for entry in entries:  # the same entries (ids, parents), after the foreign ones
                     self._append_once(entry)
         except BaseException as exc:
             if not self._write_failed(exc, written, flushed):
                 raise
         if flushed:
             self._note_written(written)
+
+    # Deferred entries (batch(wait=False)) are written by `_settle`/`_asettle`, which every write
+    # and every writer section runs first: no later entry can reach storage before them, and a
+    # strict section (compaction) finds them written and the other writer's entries taken in.
+
+    def pending_writes(self) -> int:
+        """Entries in memory not written yet: `batch(wait=False)` found the session held."""
+        return len(self._deferred or ())
+
+    async def awrite_pending(self) -> None:
+        """Write the entries `batch(wait=False)` left pending now; waiting for another writer
+        yields to the event loop."""
+        await self._asettle()
+
+    def _settle(self) -> None:
+        super()._settle()
+        self._write_deferred(self._section(self._writer.exclusive(strict=False)))
+
+    async def _asettle(self) -> None:
+        await super()._asettle()
+        if not self._deferred or self._writing_deferred:
+            return
+        self._writing_deferred = True
+        try:
+            async with self._asection(self._writer.aexclusive(strict=False)):
+                self._write_held()
+        finally:
+            self._writing_deferred = False
+
+    def _write_deferred(self, section: contextlib.AbstractContextManager[None]) -> None:
+        """Write the deferred entries in `section`, a writer section (which settles first: the
+        flag stops it from starting on them itself). If it cannot be entered they stay deferred."""
+        if not self._deferred or self._writing_deferred:
+            return
+        self._writing_deferred = True
+        try:
+            with section:
+                self._write_held()
+        finally:
+            self._writing_deferred = False
+
+    def _write_held(self) -> None:
+        """Write the deferred entries, inside a writer section. The leaf stays where it was moved
+        since they were appended (navigation moves it without writing)."""
+        records, self._deferred = self._deferred, None
+        if not records:
+            return
+        leaf = self._leaf
+        try:
+            self._write_records(records)
+        finally:
+            if leaf != self._leaf and (leaf is LAST or leaf is None or leaf in self._index):
+                self._move_leaf(leaf)
+
+    def _leave_unsettled(self) -> None:
+        if self._deferred:
+            count = len(self._deferred)
+            try:
+                self._settle()
+            except SessionError as exc:
+                self._warn(f"{count} entries of session {self.get_session_id()} were not written: {exc}")
+            self._deferred = None
+        super()._leave_unsettled()
 
     def append_context_edits(self, edits: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
         """Several `append_context_edit`s as one batch: all written, or none (see `batch`)."""

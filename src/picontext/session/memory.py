@@ -238,6 +238,18 @@ class MemorySessionStore:
             yield tail
 
     @contextlib.contextmanager
+    def try_writer(self) -> Iterator[Tail | None]:
+        """`writer()` without the wait: SessionLockedError at once while another writer holds it."""
+        log = self.sessions.get(self.session_id)
+        if log is None or self._held():
+            yield self.tail()
+            return
+        if not log.lock.acquire(blocking=False):
+            raise self._locked_error()
+        with self._holding(log) as tail:
+            yield tail
+
+    @contextlib.contextmanager
     def _holding(self, log: MemoryLog) -> Iterator[Tail | None]:
         """The section, once `log.lock` is had: this thread's or task's appends skip the lock."""
         token = _HELD.set(_HELD.get() | {self._key})

@@ -20,7 +20,9 @@ The contract, in the words a second implementation needs:
   any more (replaced or truncated: the caller reloads).
 * **Writer section**: `writer()` (threads, CLI) and `awriter()` (asyncio: waiting never blocks the
   event loop) hold the session exclusively against other writers; both yield the current tail.
-  Appends made by the holder inside the section do not wait for it again.
+  Appends made by the holder inside the section do not wait for it again. `try_writer()` is the
+  same section without the wait: while another writer holds it, `SessionLockedError` at once
+  (what synchronous code running on an event loop uses, e.g. `AgentSession`'s constructor).
 * **Listing facts** (`facts()`): header, name, message and entry counts, first user message, last
   activity, so listing never has to read a whole session.
 * `location` names the session in messages (a path, a URL); callers never interpret it.
@@ -194,6 +196,11 @@ class SessionStore(Protocol):
 
     def awriter(self) -> contextlib.AbstractAsyncContextManager[Tail | None]:
         """Exclusive writer section for asyncio: waiting yields to the event loop."""
+        ...
+
+    def try_writer(self) -> contextlib.AbstractContextManager[Tail | None]:
+        """The writer section if no other writer holds it now, else SessionLockedError on entering
+        (never waits). Reentrant like `writer()`."""
         ...
 
 

@@ -630,12 +630,34 @@ class JsonlSessionStore:
         except FileNotFoundError:
             yield None
             return
+        with self._holding(fd) as tail:
+            yield tail
+
+    @contextlib.contextmanager
+    def try_writer(self) -> Iterator[Tail | None]:
+        """`writer()` without the wait: SessionLockedError at once while another writer holds it."""
+        if self._held():
+            yield self.tail()
+            return
+        try:
+            fd = self._try_lock(os.O_RDWR)
+        except FileNotFoundError:
+            yield None
+            return
+        if fd is None:
+            raise self._locked()
+        with self._holding(fd) as tail:
+            yield tail
+
+    @contextlib.contextmanager
+    def _holding(self, fd: int) -> Iterator[Tail]:
+        """The section, once `fd` holds the flock: this thread's or task's appends skip the lock."""
         token = _HELD.set(_HELD.get() | {self._key()})
         try:
             yield Tail(_generation(os.fstat(fd)), os.fstat(fd).st_size)
         finally:
             _HELD.reset(token)
-            os.close(fd)
+            os.close(fd)  # closing releases the flock
 
     # ------------------------------------------------------------------ writing
 

@@ -208,6 +208,21 @@ class SessionWriter:
             finally:
                 self._sections.pop()
 
+    @contextlib.contextmanager
+    def try_exclusive(self, *, strict: bool = True) -> Iterator[None]:
+        """`exclusive()` without the wait: SessionLockedError on entering while another writer
+        holds the session (`SessionStore.try_writer`)."""
+        store = self._section_store()
+        if store is None:
+            yield
+            return
+        with store.try_writer() as tail:
+            self._enter(tail, strict)
+            try:
+                yield
+            finally:
+                self._sections.pop()
+
     @contextlib.asynccontextmanager
     async def aexclusive(self, *, strict: bool = True) -> AsyncIterator[None]:
         store = self._section_store()

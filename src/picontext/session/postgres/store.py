@@ -672,6 +672,19 @@ class PgSessionStore:
         with self._holding(pool, conn) as tail:
             yield tail
 
+    @contextlib.contextmanager
+    def try_writer(self) -> Iterator[Tail | None]:
+        """`writer()` without the wait: one try at the lock, SessionLockedError at once when
+        another writer holds it (the connection goes back to the pool)."""
+        if self._key in _held():
+            yield self.tail()
+            return
+        pool, conn = self.db.checkout(what=self.session_id)
+        with self._locking(pool, conn):
+            self._try_lock(conn, 0.0)  # a deadline already past: refused at the first miss
+        with self._holding(pool, conn) as tail:
+            yield tail
+
     async def _acheckout(self) -> tuple[Any, Any]:
         """`db.checkout` off the event loop; if the task is cancelled meanwhile (an abort), the
         connection the thread still gets goes back to the pool instead of being lost to it."""
