@@ -245,7 +245,8 @@ _COPY_BODY_LIMIT = 1 << 20
 """orjson returns its working buffer as the bytes object, sized for the worst case (about 8x
 the output for text: a 41 KB summary request holds 0.5 MB). A body is held while its request
 is in flight, several at once during a compaction, so a small one is copied to its own size
-(measured: ~1 MB less peak RSS in a compaction of a 5 MB session). A large buffer comes from
+(measured: 0.6-0.7 MB less peak RSS in the compaction of a 5 MB session,
+tests/agent/test_over_window_memory.py). A large buffer comes from
 mmap, whose untouched pages never become resident; copying it would double the body instead."""
 
 
