@@ -111,6 +111,10 @@ args = json.loads(sys.argv[1])
 # client, whatever the session: part of the interpreter's base, not of what the session costs.
 from picontext.ai._http import default_client
 default_client()
+# anyio's asyncio backend, its streams and the codecs of the replies' decoding load with the
+# first request (~1.3 MB), whatever the session: imported here so that the base holds them too.
+import anyio._backends._asyncio, anyio.lowlevel, anyio.streams.stapled, anyio.streams.tls, anyio.to_thread
+import encodings.unicode_escape, encodings.utf_16_be
 baseline = status_mb("VmRSS")
 
 async def main():

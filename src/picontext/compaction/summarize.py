@@ -38,7 +38,8 @@ import asyncio
 import inspect
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from array import array
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -189,14 +190,19 @@ def input_budget(completion: Completion, max_tokens: int, overhead_text: str) ->
 
 Segment = tuple[int, int, int]
 """(part index, start, end): a slice of one serialized part, in code points."""
+Chunk = tuple[int, int, int, int]
+"""(first part, start in it, last part, end in it), in code points: a run of consecutive parts,
+those between its ends whole, empty parts skipped. Four numbers a chunk rather than a segment a
+message: the plan of a span of 8,000 messages is a few hundred tuples, not 8,000."""
 
 
-def _plan(sizes: Sequence[tuple[int, int]], budget_tokens: int) -> list[list[Segment]]:
+def _plan(sizes: Iterable[tuple[int, int]], budget_tokens: int) -> list[Chunk]:
     """Chunks of at most `budget_tokens` over parts of the given (code points, UTF-16) sizes,
     oldest first; a part larger than a chunk is cut into pieces. Only sizes: no text."""
     max_chars = budget_tokens * CHARS_PER_TOKEN
-    chunks: list[list[Segment]] = []
-    current: list[Segment] = []
+    chunks: list[Chunk] = []
+    first: tuple[int, int] | None = None
+    last = (-1, 0)
     size = 0
     for index, (points, units) in enumerate(sizes):
         if not points:
@@ -207,20 +213,35 @@ def _plan(sizes: Sequence[tuple[int, int]], budget_tokens: int) -> list[list[Seg
         for start in starts:
             end = min(start + step, points) if units > max_chars else points
             length = (end - start if units == points else math.ceil((end - start) * units / points)) + 2
-            if current and size + length > max_chars:
-                chunks.append(current)
-                current, size = [], 0
-            current.append((index, start, end))
+            # (a second piece of one part never fits after the first; a Chunk could not say so)
+            if first is not None and (size + length > max_chars or last[0] == index):
+                chunks.append((*first, *last))
+                first, size = None, 0
+            if first is None:
+                first = (index, start)
+            last = (index, end)
             size += length
-    if current:
-        chunks.append(current)
+    if first is not None:
+        chunks.append((*first, *last))
     return chunks
 
 
-def _span_tokens(sizes: Sequence[tuple[int, int]]) -> int:
+def _segments(chunk: Chunk, points: Callable[[int], int]) -> Iterator[Segment]:
+    """The segments of `chunk`; `points(i)` is the size of part i in code points."""
+    first, start, last, end = chunk
+    for index in range(first, last + 1):
+        size = points(index)
+        if size:
+            yield index, start if index == first else 0, end if index == last else size
+
+
+def _span_tokens(sizes: Iterable[tuple[int, int]]) -> int:
     """chars/4 of the parts joined by blank lines (without joining them)."""
-    count = sum(1 for points, _ in sizes if points)
-    return math.ceil((sum(units for _, units in sizes) + 2 * max(count - 1, 0)) / CHARS_PER_TOKEN)
+    count = total = 0
+    for points, units in sizes:
+        count += 1 if points else 0
+        total += units
+    return math.ceil((total + 2 * max(count - 1, 0)) / CHARS_PER_TOKEN)
 
 
 def _sizes(parts: Sequence[str]) -> list[tuple[int, int]]:
@@ -240,7 +261,8 @@ def _chunk_parts(parts: Sequence[str], budget_tokens: int | None) -> list[list[s
     sizes = _sizes(parts)
     if budget_tokens is None or _span_tokens(sizes) <= budget_tokens:
         return [list(parts)]
-    return [[_piece(parts[i], start, end) for i, start, end in chunk] for chunk in _plan(sizes, budget_tokens)]
+    return [[_piece(parts[i], start, end) for i, start, end in _segments(chunk, lambda i: sizes[i][0])]
+            for chunk in _plan(sizes, budget_tokens)]
 
 
 def _piece(part: str, start: int, end: int) -> str:
@@ -269,10 +291,13 @@ class _Span:
 
     def __init__(self, messages: Sequence[Any]) -> None:
         self.messages = convert_to_llm(messages)
-        self.sizes: list[tuple[int, int]] = []
+        # Two machine-word arrays, not a tuple of two int objects per message (~110 bytes each).
+        self.points = array("q")
+        self.units = array("q")
         for index in range(len(self.messages)):
             text = self._serialize(index)
-            self.sizes.append((len(text), utf16_len(text)))
+            self.points.append(len(text))
+            self.units.append(utf16_len(text))
         self._cached: tuple[int, str] = (-1, "")
 
     def _serialize(self, index: int) -> str:
@@ -284,14 +309,18 @@ class _Span:
             self._cached = (index, self._serialize(index))
         return self._cached[1]
 
+    def sizes(self) -> Iterator[tuple[int, int]]:
+        """(code points, UTF-16 units) of each message's text."""
+        return zip(self.points, self.units, strict=True)
+
     def tokens(self) -> int:
-        return _span_tokens(self.sizes)
+        return _span_tokens(self.sizes())
 
     def parts(self) -> list[str]:
-        return [self.part(i) for i, (points, _) in enumerate(self.sizes) if points]
+        return [self.part(i) for i, points in enumerate(self.points) if points]
 
-    def pieces(self, chunk: Sequence[Segment]) -> list[str]:
-        return [_piece(self.part(i), start, end) for i, start, end in chunk]
+    def pieces(self, chunk: Chunk) -> list[str]:
+        return [_piece(self.part(i), start, end) for i, start, end in _segments(chunk, self.points.__getitem__)]
 
 
 async def _first_error(*jobs: Coroutine[Any, Any, Any]) -> list[Any]:
@@ -407,7 +436,7 @@ async def _span_summary(calls: _Calls, kind: _Kind, messages: Sequence[Any], max
     capped = max(1, min(max_tokens, window // 4)) if max_tokens > 0 else window // 4
     chunk_budget = input_budget(calls.completion, capped, kind.chunk("", None, 999, 999))
     assert chunk_budget is not None
-    notes = await _chunk_notes(calls, kind, span, _plan(span.sizes, chunk_budget), capped)
+    notes = await _chunk_notes(calls, kind, span, _plan(span.sizes(), chunk_budget), capped)
     return await _merge_notes(calls, kind, notes, capped)
 
 
@@ -423,7 +452,7 @@ async def _pool(count: int, workers: int, job: Callable[[int], Awaitable[None]])
     await _first_error(*(worker() for _ in range(max(1, min(workers, count)))))
 
 
-async def _chunk_notes(calls: _Calls, kind: _Kind, span: _Span, chunks: list[list[Segment]],
+async def _chunk_notes(calls: _Calls, kind: _Kind, span: _Span, chunks: list[Chunk],
                        max_tokens: int) -> list[str]:
     count = len(chunks)
     notes: list[str] = [""] * count

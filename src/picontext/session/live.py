@@ -202,6 +202,14 @@ class LiveProjection:
 
     def contributes(self, entry_id: Any) -> bool:
         """Whether an entry with `entry_id` is in the context and projects to some message."""
+        view = self._view
+        if self.last_compaction is None and type(entry_id) is str and view is not None and view.ids_unique():
+            # No compaction: the context is the path, entry for entry. Found through the index,
+            # without the context's map of ids (a list per entry: 0.5 MB for 8,000 entries,
+            # built by the compaction check of a session far over the window, just before the
+            # compaction's own peak).
+            position = self._position_on_path(view.position_of(entry_id))
+            return position is not None and self._context.contributes_at(position)
         return self._context.contributes(entry_id)
 
     def on_path(self, entry_id: Any) -> bool:

@@ -579,6 +579,10 @@ class ProjectedContext:
         projected = self._projected
         return any(projected[i].messages for i in self._positions_of(entry_id))
 
+    def contributes_at(self, position: int) -> bool:
+        """Whether the context entry at `position` projects to some message."""
+        return bool(self._projected[position].messages)
+
     def messages_of(self, entry_id: Any) -> list[Any]:
         """The projected messages of the context entries with `entry_id` (what an edit of that
         id replaces), in context order."""

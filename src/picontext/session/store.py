@@ -218,7 +218,12 @@ def indexed_columns(path: str) -> jsonl_columns.ColumnView | None:
 
 
 _CHUNK = 8 * 1024 * 1024
-_LAZY_CHUNK = 1024 * 1024
+_LAZY_CHUNK = 64 * 1024
+"""A lazy open keeps the lines, so what it reads at a time (and the split copy of it) is pure
+overhead: measured against 1 MiB chunks, a 1.2 MB session (one 1.15 MB output) peaks at 1.4x its
+size instead of 1.7x, and a 5 MB one holding 2.5 MB of ordinary turns stays at 2.8x instead of
+3.1x once parsed (less of the heap is left in holes between the lines); the time to open the
+latter is the same (26-33 ms)."""
 
 
 def _split_file(f: Any, source: FileLines | None = None) -> tuple[list[Any], int]:
@@ -244,9 +249,14 @@ def _split_file(f: Any, source: FileLines | None = None) -> tuple[list[Any], int
             chunk = chunk[cut + 1 :]
         parts = chunk.split(b"\n")
         if len(parts) > 1:
-            if pending:
-                parts[0] = b"".join((*pending, parts[0]))
             last = parts.pop()
+            if source is not None and pending_size + len(parts[0]) >= LONG_LINE:
+                # A long line that ends in this chunk: it was not yet long when the chunk before
+                # ended, and is left in the file like any other.
+                lines.append(source.long_line(pending_start, pending_size + len(parts[0])))
+                del parts[0]
+            elif pending:
+                parts[0] = b"".join((*pending, parts[0]))
             lines.extend(parts)
             pending, pending_size, pending_start = [last], len(last), size - len(last)
         else:

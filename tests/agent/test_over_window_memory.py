@@ -1,0 +1,121 @@
+"""Memory of the compaction of a session far over the window (issue 18 item 2), half of its
+tokens in ordinary turns and half in one huge tool output: in a fresh process, what the
+compaction adds to the opened session's resident memory, against the file's size. No timings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from picontext.scripted import ScriptedModelServer, text
+from picontext.session.manager import SessionManager
+
+WINDOW = 16_000
+SETTINGS = {"reserveTokens": 4000, "keepRecentTokens": 2000}  # threshold 12000
+NOTE = "## Goal\nFinish the build.\n## Progress\n### Done\n- [x] modules reviewed\n## Next Steps\n1. read the log"
+
+
+def _usage() -> dict[str, Any]:
+    return {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+
+
+def _assistant(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "api": "openai-completions", "provider": "openai-compatible",
+            "model": "scripted-model", "usage": _usage(), "stopReason": stop, "timestamp": 1}
+
+
+def write_session(directory: Path, turn_chars: int, huge_chars: int) -> Path:
+    """Ordinary turns (a request, a read, ~1,500 characters of output, an answer) up to
+    `turn_chars`, then one read whose output is `huge_chars` long (the newest message)."""
+    manager = SessionManager.create(str(directory), str(directory / "sessions"))
+    written = i = 0
+    while written < turn_chars:
+        request = f"step {i}: please look at module {i} and tell me what its build step does " * 4
+        output = "".join(f"{i:06d}.{j:03d} def build_step_{j}(): return compile('module_{i}') \n" for j in range(24))
+        answer = f"Module {i} compiles its sources and links them; step {i} is fine. " * 3
+        manager.append_message({"role": "user", "content": request, "timestamp": 1})
+        manager.append_message(_assistant([{"type": "toolCall", "id": f"c{i}", "name": "read",
+                                            "arguments": {"path": f"src/module_{i % 300}.py"}}], "toolUse"))
+        manager.append_message({"role": "toolResult", "toolCallId": f"c{i}", "toolName": "read",
+                                "content": [{"type": "text", "text": output}], "isError": False, "timestamp": 1})
+        manager.append_message(_assistant([{"type": "text", "text": answer}], "stop"))
+        written += len(request) + len(output) + len(answer)
+        i += 1
+    manager.append_message({"role": "user", "content": "read the whole build log", "timestamp": 1})
+    manager.append_message(_assistant([{"type": "toolCall", "id": "log", "name": "read",
+                                        "arguments": {"path": "build.log"}}], "toolUse"))
+    line = "2026-12-02T12:00:00Z [build] compiling module and linking its objects ... ok\n"
+    manager.append_message({"role": "toolResult", "toolCallId": "log", "toolName": "read",
+                            "content": [{"type": "text", "text": line * (huge_chars // len(line) + 1)}],
+                            "isError": False, "timestamp": 1})
+    path = manager.get_session_file()
+    assert path is not None
+    return Path(path)
+
+
+CHILD = textwrap.dedent("""
+    import asyncio, json, sys
+
+    def mb(field):
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith(field + ":")) / 1024
+
+    from picontext.agent.session import AgentSession
+    from picontext.ai._http import default_client
+    from picontext.ai.providers import StreamOptions
+    from picontext.compaction.completion import StreamCompletion
+    from picontext.compaction.settings import Settings
+    from picontext.session.manager import SessionManager
+    # Code the first request loads whatever the session (the HTTP client, anyio's backend).
+    default_client()
+    import anyio._backends._asyncio, anyio.lowlevel, anyio.streams.stapled, anyio.streams.tls, anyio.to_thread
+
+    args = json.loads(sys.argv[1])
+
+    async def main():
+        manager = SessionManager.open(args["path"])
+        manager.build_session_projection()
+        loaded = mb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        events = []
+        session = AgentSession(manager, model=args["model"], system_prompt="Test agent.",
+                               stream_options=StreamOptions(api_key="k"),
+                               settings=Settings({"compaction": args["settings"]}),
+                               summarizer=StreamCompletion(args["model"], api_key="k"))
+        session.subscribe(lambda e: events.append(e) if e["type"] == "compaction_end" else None)
+        await session.prompt("go on")
+        print(json.dumps({"own": mb("VmHWM") - loaded, "compactions": len([e for e in events if e.get("result")])}))
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc (VmHWM reset)")
+def test_the_compaction_adds_under_a_third_of_the_file_to_an_opened_session(tmp_path: Path) -> None:
+    """Half the tokens in ordinary turns (5 MB, 55 summary requests). The opened session itself
+    is ~2.8x the file (parsed turns: ~3.4x their bytes); what the compaction adds on top —
+    request bodies in flight, the span's sizes and chunk plan, the context's id map — was
+    0.40-0.43x the file (orjson's 8x request buffers, two int objects per message); now
+    0.20-0.23x."""
+    path = write_session(tmp_path, 2_000_000, 2_000_000)
+    size_mb = path.stat().st_size / 2**20
+    with ScriptedModelServer() as server:
+        model = server.model(context_window=WINDOW, max_tokens=4096)
+        server.expect(*[text(NOTE).when(lambda r: "go on" not in json.dumps(r.body)) for _ in range(200)])
+        server.expect(text("carrying on").when(lambda r: "go on" in json.dumps(r.body)))
+        args = {"path": str(path), "model": dict(model), "settings": SETTINGS}
+        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["compactions"] == 1
+    assert result["own"] < 0.3 * size_mb, f"the compaction added {result['own']:.1f} MB to a {size_mb:.1f} MB session"
