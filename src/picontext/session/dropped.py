@@ -17,7 +17,8 @@ longer sees as written:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import json.encoder
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,21 @@ __all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "dropped_reasons", "
            "one_line"]
 
 _CONTENT_TYPES = ("message", "custom_message")
-# json.dumps(value, ensure_ascii=False), without building an encoder per call.
-_ARGUMENTS = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _arguments_encoder() -> Callable[[Any], str]:
+    """json.dumps(value, ensure_ascii=False), without building an encoder per call: the C encoder
+    that JSONEncoder.encode makes each time, made once (half the time per call; an export
+    previews every tool call). No cycle check: parsed JSON has no cycles."""
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in the typeshed stubs
+    if make is None:  # an interpreter without the C encoder
+        return json.JSONEncoder(ensure_ascii=False).encode
+    encode = make(None, json.JSONEncoder().default, json.encoder.encode_basestring, None, ": ", ", ",
+                  False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_ARGUMENTS = _arguments_encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +76,8 @@ def _blocks_text(content: Any) -> list[str]:
             continue
         kind = block.get("type")
         if kind == "text":
-            out.append(str(block.get("text", "")))
+            text = block.get("text", "")
+            out.append(text if type(text) is str else str(text))
         elif kind == "thinking":
             out.append(f"[thinking] {block.get('thinking', '')}")
         elif kind == "toolCall":
@@ -75,15 +90,20 @@ def _blocks_text(content: Any) -> list[str]:
 
 def entry_text(entry: Any) -> str:
     """The original content of a message or custom message entry, as plain text."""
-    if field_of(entry, "type") == "custom_message":
+    if not isinstance(entry, dict):
+        return ""
+    if entry.get("type") == "custom_message":
         return "\n".join(_blocks_text(entry.get("content")))
-    message = entry.get("message") if isinstance(entry, dict) else None
+    message = entry.get("message")
     if not isinstance(message, dict):
         return ""
     role = message.get("role")
+    content = message.get("content")
+    if role == "user" and type(content) is str:  # the commonest shapes first
+        return content
     if role == "bashExecution":
         return f"$ {message.get('command', '')}\n{message.get('output', '')}"
-    parts = _blocks_text(message.get("content"))
+    parts = _blocks_text(content)
     if role == "toolResult":
         head = f"[result of {message.get('toolName', '?')} {message.get('toolCallId', '')}]"
         if message.get("isError"):

@@ -127,6 +127,7 @@ def _flags(message: dict[str, Any]) -> int:
 
 
 _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_USAGE_SET = frozenset(_USAGE_KEYS)
 _NUMBER = (int, float)  # a JSON number (`bool` is not one: its type is `bool`)
 
 
@@ -134,10 +135,21 @@ def _add_usage(row: dict[str, Any], usage: Any) -> None:
     if not isinstance(usage, dict):
         return
     get = usage.get
-    for key in _USAGE_KEYS:
-        value = get(key)
-        if type(value) in _NUMBER:
-            row[key] = row.get(key, 0) + value
+    # The usual usage, every count an int, into a row that has them all (no key added: the
+    # row's keys keep their order)
+    a, b, c, d, e = get("input"), get("output"), get("cacheRead"), get("cacheWrite"), get("totalTokens")
+    if (type(a) is int and type(b) is int and type(c) is int and type(d) is int and type(e) is int
+            and row.keys() >= _USAGE_SET):
+        row["input"] += a
+        row["output"] += b
+        row["cacheRead"] += c
+        row["cacheWrite"] += d
+        row["totalTokens"] += e
+    else:
+        for key in _USAGE_KEYS:
+            value = get(key)
+            if type(value) in _NUMBER:
+                row[key] = row.get(key, 0) + value
     cost = get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         row["cost"] = row.get("cost", 0) + cost["total"]
@@ -192,7 +204,6 @@ class _EntryFacts:
     chars: dict[int, int]
     whole_previews: dict[int, str]
     json: dict[str, bytes] = field(default_factory=dict)
-    packed: bytes | None = None  # `page.pack` of the lines, when asked for
 
     def serialize(self) -> None:
         self.json = {key: embedded_json(_plain_dumps(value) if key in _PLAIN else _json.dumps(value))
@@ -208,7 +219,7 @@ class _EntryFacts:
         if self.columns:
             self.columns["previews"] = previews
         else:
-            self.json["previews"] = embedded_json(_json.dumps(previews))
+            self.json["previews"] = embedded_json(_plain_dumps(previews))
 
 
 # Columns of strings and entry positions only: orjson writes them as JSON.stringify does (no
@@ -321,27 +332,28 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
     """`(meta, packed lines)` as the export embeds them: `view_data`'s meta as JSON made safe
     for the page (`page.embedded_json`), and `page.pack` of its lines.
 
-    The entries' own facts, serialized, and the packed lines are computed beside the walk along
-    the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
-    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The
-    entries are parsed before the fork, once for both. With `keep`, the parsed entries are
-    appended to it instead of being freed on return (a process about to end skips that)."""
+    The entries' own facts, serialized, are computed beside the walk along the branch: in a
+    forked copy of this process when one can be made (`parallel.beside`; by default from
+    `_PARALLEL_FROM` entries), else in this one after the walk. The lines are packed in a thread
+    of this process meanwhile (zlib runs without the GIL; the lines as read need no parsing).
+    The fork comes before any entry is parsed: each side parses what it reads (the worker every
+    entry, this process the branch), rather than both touching, and so copying, one parsed
+    session. With `keep`, the parsed entries are appended to it instead of being freed on
+    return (a process about to end skips that)."""
     with gc_paused():
         view = _View(file_entries, leaf)
-        entries = view.entries()
 
         def own_facts() -> _EntryFacts:
-            packing = pack_in_background(view.lines())
-            facts = _entry_facts(view.index, entries)
+            facts = _entry_facts(view.index, view.entries())
             facts.serialize()
-            facts.packed = packing()
             return facts
 
         if parallel is None:
-            parallel = len(entries) >= _PARALLEL_FROM
+            parallel = len(view.index) >= _PARALLEL_FROM
         with beside(own_facts, parallel=parallel) as facts_of:
+            packing = pack_in_background(view.lines())  # a thread: started after the fork
             own, facts = view.meta(facts_of, file_name, catalog, settings)
-        assert facts.packed is not None
+            packed = packing()
         if keep is not None:
             keep.append(view)
         parts = [b"{"]
@@ -349,7 +361,7 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
             parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
                       else embedded_json(_json.dumps(own[key])), b",")
         parts[-1] = b"}"
-        return b"".join(parts), facts.packed
+        return b"".join(parts), packed
 
 
 class _View:
@@ -470,7 +482,12 @@ def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[s
     roots, children = tree_positions(index)
     labels = index.labels
     label_at: dict[int, Any] = {}
-    if labels:
+    if labels and index.ids_unique() and None not in labels:  # each label names at most one entry
+        for target, text in labels.items():
+            at = index.position_of(target)
+            if at is not None and text:
+                label_at[at] = text
+    elif labels:
         for position, entry in enumerate(entries):
             key = entry.get("id") if type(entry) is dict else None
             label = labels.get(key if hashable(key) else None)
