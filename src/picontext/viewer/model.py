@@ -114,11 +114,13 @@ def _flags(message: dict[str, Any]) -> int:
     aborted turn."""
     content = message.get("content")
     has_text = False
+    # `not text.isspace()` is `text.strip() != ""` for a non-empty text, without copying it
     if isinstance(content, str):
-        has_text = content.strip() != ""
+        has_text = content != "" and not content.isspace()
     elif isinstance(content, list):
         for b in content:
-            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip():
+            if isinstance(b, dict) and b.get("type") == "text" and (text := str(b.get("text", ""))) \
+                    and not text.isspace():
                 has_text = True
                 break
     stop = message.get("stopReason")
@@ -204,6 +206,7 @@ class _EntryFacts:
     chars: dict[int, int]
     whole_previews: dict[int, str]
     json: dict[str, bytes] = field(default_factory=dict)
+    packed: bytes | None = None  # `page.pack` of the lines, when asked for
 
     def serialize(self) -> None:
         self.json = {key: embedded_json(_plain_dumps(value) if key in _PLAIN else _json.dumps(value))
@@ -277,6 +280,9 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
         shown.append(preview)
         if role == "assistant":  # most calls: counted here, without the table's dispatch
             count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
+        elif kind == "message":  # the table's rule for other messages: a tool result's usage
+            if role == "toolResult" and isinstance(message.get("usage"), dict):
+                count("(inside tool results)", message.get("usage"))
         elif kind is not None:
             models.add(entry, kind, message, role)
     order, prefix, labels = _tree_rows(index, entries)
@@ -332,28 +338,27 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
     """`(meta, packed lines)` as the export embeds them: `view_data`'s meta as JSON made safe
     for the page (`page.embedded_json`), and `page.pack` of its lines.
 
-    The entries' own facts, serialized, are computed beside the walk along the branch: in a
-    forked copy of this process when one can be made (`parallel.beside`; by default from
-    `_PARALLEL_FROM` entries), else in this one after the walk. The lines are packed in a thread
-    of this process meanwhile (zlib runs without the GIL; the lines as read need no parsing).
-    The fork comes before any entry is parsed: each side parses what it reads (the worker every
-    entry, this process the branch), rather than both touching, and so copying, one parsed
-    session. With `keep`, the parsed entries are appended to it instead of being freed on
-    return (a process about to end skips that)."""
+    The entries' own facts, serialized, and the packed lines are computed beside the walk along
+    the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
+    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The
+    entries are parsed before the fork, once for both. With `keep`, the parsed entries are
+    appended to it instead of being freed on return (a process about to end skips that)."""
     with gc_paused():
         view = _View(file_entries, leaf)
+        entries = view.entries()
 
         def own_facts() -> _EntryFacts:
-            facts = _entry_facts(view.index, view.entries())
+            packing = pack_in_background(view.lines())
+            facts = _entry_facts(view.index, entries)
             facts.serialize()
+            facts.packed = packing()
             return facts
 
         if parallel is None:
-            parallel = len(view.index) >= _PARALLEL_FROM
+            parallel = len(entries) >= _PARALLEL_FROM
         with beside(own_facts, parallel=parallel) as facts_of:
-            packing = pack_in_background(view.lines())  # a thread: started after the fork
             own, facts = view.meta(facts_of, file_name, catalog, settings)
-            packed = packing()
+        assert facts.packed is not None
         if keep is not None:
             keep.append(view)
         parts = [b"{"]
@@ -361,7 +366,7 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
             parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
                       else embedded_json(_json.dumps(own[key])), b",")
         parts[-1] = b"}"
-        return b"".join(parts), packed
+        return b"".join(parts), facts.packed
 
 
 class _View:
@@ -499,16 +504,17 @@ def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[s
     stack: list[tuple[int, str, str]] = [(r, "", "") for r in reversed(roots)]
     while stack:
         position, pre, child_pre = stack.pop()
-        order.append(position)
-        prefix.append(pre)
-        if label_at and (label := label_at.get(position)):
-            rows.append([position, label])
-        kids = children.get(position)
-        if kids is None:
-            continue
-        if len(kids) == 1:
-            stack.append((kids[0], child_pre, child_pre))
-        else:
+        kids = None
+        while True:  # down a linear chain without the stack (most of a session)
+            order.append(position)
+            prefix.append(pre)
+            if label_at and (label := label_at.get(position)):
+                rows.append([position, label])
+            kids = children.get(position)
+            if kids is None or len(kids) != 1:
+                break
+            position, pre = kids[0], child_pre
+        if kids is not None:
             for i in range(len(kids) - 1, -1, -1):
                 last = i == len(kids) - 1
                 stack.append((kids[i], child_pre + ("└─ " if last else "├─ "), child_pre + ("   " if last else "│  ")))
