@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,16 +151,32 @@ def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> lis
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
     out: list[tuple[int, str, str, Any]] = []
+    # `_role` and `id_key` inline for the usual entry (a dict message with a string role and id):
+    # this runs over every entry of the branch.
     for position, entry in enumerate(branch):
-        kind = entry.get("type") if type(entry) is dict else None
-        if kind != "message" and kind != "custom_message":
+        if type(entry) is not dict:
             continue
-        entry_id = entry.get("id")
-        role = _role(entry)
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            role = message.get("role") if type(message) is dict else None
+            if type(role) is not str or not role:
+                role = _role(entry)
+        elif kind == "custom_message":
+            role = "custom"
+        else:
+            continue
         if role == "system":
             continue
-        edit = edits.get(entry_id) if hashable(entry_id) else None
-        if id_key(entry) not in visible:
+        entry_id = entry.get("id")
+        key: Hashable
+        if type(entry_id) is str:
+            edit = edits.get(entry_id) if edits else None
+            key = entry_id
+        else:
+            edit = edits.get(entry_id) if hashable(entry_id) else None
+            key = id_key(entry)
+        if key not in visible:
             if edit is not None and edit.get("replacement") is None:
                 why, by = "omitted", edit.get("id")
             elif latest_compaction is not None:

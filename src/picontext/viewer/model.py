@@ -16,7 +16,7 @@ incremental projection (`timeline.py`); the page only shows it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,7 +237,7 @@ def _plain_dumps(value: Any) -> bytes:
         return _json.dumps(value)
 
 
-def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
+def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
     ids: list[str] = []
     kinds: list[str] = []
     roles: list[str] = []
@@ -285,7 +285,7 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
                 count("(inside tool results)", message.get("usage"))
         elif kind is not None:
             models.add(entry, kind, message, role)
-    order, prefix, labels = _tree_rows(index, entries)
+    order, prefix, labels = _tree_rows(index)
     columns = {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
                "order": order, "prefix": prefix, "labels": labels, "models": models.table()}
     return _EntryFacts(columns, chars, whole)
@@ -340,22 +340,24 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
 
     The entries' own facts, serialized, and the packed lines are computed beside the walk along
     the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
-    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The
-    entries are parsed before the fork, once for both. With `keep`, the parsed entries are
-    appended to it instead of being freed on return (a process about to end skips that)."""
+    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The fork
+    comes before any entry is parsed: this process parses the branch for the walk and keeps it;
+    the worker parses each entry, takes its facts and lets it go (`_View.each_entry`), so it
+    neither holds a second parsed session nor copies this one's pages by touching them. With
+    `keep`, the parsed entries are appended to it instead of being freed on return (a process
+    about to end skips that)."""
     with gc_paused():
         view = _View(file_entries, leaf)
-        entries = view.entries()
 
         def own_facts() -> _EntryFacts:
             packing = pack_in_background(view.lines())
-            facts = _entry_facts(view.index, entries)
+            facts = _entry_facts(view.index, view.each_entry())
             facts.serialize()
             facts.packed = packing()
             return facts
 
         if parallel is None:
-            parallel = len(entries) >= _PARALLEL_FROM
+            parallel = len(view.index) >= _PARALLEL_FROM
         with beside(own_facts, parallel=parallel) as facts_of:
             own, facts = view.meta(facts_of, file_name, catalog, settings)
         assert facts.packed is not None
@@ -394,6 +396,12 @@ class _View:
         """Every entry, parsed, in file order."""
         entry = self.index.entry
         return [entry(i) for i in range(len(self.index))]
+
+    def each_entry(self) -> Iterator[Any]:
+        """Every entry, parsed, in file order; one not parsed yet is parsed for the caller only
+        (not kept in the index: its memory is reused for the next)."""
+        for item in self.index.entries:
+            yield item.parse() if type(item) is RawLine else item
 
     def lines(self) -> bytes:
         """The entries as JSON lines joined by newlines: a line the store kept unparsed as read
@@ -481,7 +489,7 @@ class _View:
         }, facts
 
 
-def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[str], list[list[Any]]]:
+def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
     """Entry positions in display order, their indentation and labels: a linear chain keeps its
     indentation, each branch point indents (as `picontext tree` draws it)."""
     roots, children = tree_positions(index)
@@ -493,7 +501,8 @@ def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[s
             if at is not None and text:
                 label_at[at] = text
     elif labels:
-        for position, entry in enumerate(entries):
+        for position in range(len(index)):
+            entry = index.entry(position)
             key = entry.get("id") if type(entry) is dict else None
             label = labels.get(key if hashable(key) else None)
             if label:
