@@ -37,7 +37,7 @@ from picontext.session.projection import field_of, hashable
 from picontext.session.records import RawLine
 from picontext.session.tree import path_to, tree_positions
 from picontext.viewer.page import embedded_json, pack_in_background
-from picontext.viewer.parallel import beside
+from picontext.viewer.parallel import beside, can_fork, spare_core
 from picontext.viewer.timeline import Timeline, build_timeline
 
 __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_data"]
@@ -340,7 +340,8 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
 
     The entries' own facts, serialized, and the packed lines are computed beside the walk along
     the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
-    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The fork
+    default from `_PARALLEL_FROM` entries when the machine has a core to spare:
+    `parallel.spare_core`), else in this one (the packing in a thread beside the walk). The fork
     comes before any entry is parsed: this process parses the branch for the walk and keeps it;
     the worker parses each entry, takes its facts and lets it go (`_View.each_entry`), so it
     neither holds a second parsed session nor copies this one's pages by touching them. With
@@ -348,16 +349,19 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
     about to end skips that)."""
     with gc_paused():
         view = _View(file_entries, leaf)
+        if parallel is None:
+            parallel = len(view.index) >= _PARALLEL_FROM and spare_core()
+        # Not forking: the lines are packed in a thread from now on, beside the walk too (a
+        # thread started before a fork would stop it: `can_fork`).
+        packing = None if parallel and can_fork() else pack_in_background(view.lines())
 
         def own_facts() -> _EntryFacts:
-            packing = pack_in_background(view.lines())
+            pack = packing if packing is not None else pack_in_background(view.lines())
             facts = _entry_facts(view.index, view.each_entry())
             facts.serialize()
-            facts.packed = packing()
+            facts.packed = pack()
             return facts
 
-        if parallel is None:
-            parallel = len(view.index) >= _PARALLEL_FROM
         with beside(own_facts, parallel=parallel) as facts_of:
             own, facts = view.meta(facts_of, file_name, catalog, settings)
         assert facts.packed is not None
