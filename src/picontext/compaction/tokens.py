@@ -496,9 +496,12 @@ class BranchEstimate:
             self._anchor = None
             key = entry.get("id")
             kept = entry.get("firstKeptEntryId")
-            kept_at = live.first_position(kept) if hashable(kept) else None
+            # path_position, not first_position's scan: a long branch with a few compactions
+            # scanned its whole path three times per compaction (the map it builds once is kept
+            # current per append).
+            kept_at = live.path_position(kept) if hashable(kept) else None
             # A compaction whose id repeats an earlier one is folded at that earlier place: start over.
-            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.first_position(key) == pos else 0
+            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.path_position(key) == pos else 0
         elif kind == "context_edit":
             key = entry.get("id")
             target = entry.get("targetId")

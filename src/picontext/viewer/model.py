@@ -353,17 +353,21 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
             parallel = len(view.index) >= _PARALLEL_FROM and spare_core()
         # Not forking: the lines are packed in a thread from now on, beside the walk too (a
         # thread started before a fork would stop it: `can_fork`).
-        packing = None if parallel and can_fork() else pack_in_background(view.lines())
+        forking = parallel and can_fork()
+        packing = None if forking else pack_in_background(view.lines())
 
         def own_facts() -> _EntryFacts:
             pack = packing if packing is not None else pack_in_background(view.lines())
             facts = _entry_facts(view.index, view.each_entry())
-            facts.serialize()
+            if forking:  # sent back as bytes; in this process, serialized once the previews are final
+                facts.serialize()
             facts.packed = pack()
             return facts
 
         with beside(own_facts, parallel=parallel) as facts_of:
             own, facts = view.meta(facts_of, file_name, catalog, settings)
+        if not facts.json:
+            facts.serialize()
         assert facts.packed is not None
         if keep is not None:
             keep.append(view)

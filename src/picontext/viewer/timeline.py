@@ -117,7 +117,7 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
             out.compactions.append(CompactionMark(
                 pos, len(out.requests), entry.get("tokensBefore"), walk.tokens(), last_request_overflowed,
                 walk.fold_from, summarized=_summarized(before, live.context_entries),
-                kept=live.first_position(kept) if hashable(kept) else None))
+                kept=live.path_position(kept) if hashable(kept) else None))
         else:
             add(entry)
     out.projection = live.projection()
