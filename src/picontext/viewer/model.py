@@ -249,6 +249,7 @@ def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
     count = models.count
     width = PREVIEW_CHARS
     limit = width * 4
+    head = width * 2
     message: Any
     for i, entry in enumerate(entries):
         if type(entry) is dict:
@@ -267,7 +268,10 @@ def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
             flags.append(0)
         if kind == "message" or kind == "custom_message":
             text = entry_text(entry)
-            plain = one_line(text, width, limit)  # `_short`: the start of a long text is enough
+            # `_short`: the start of a long text is enough. one_line(text, width, limit) flattens
+            # the first 2 * width characters first: when they fill the width, that is its answer.
+            flat = " ".join(text[:head].split())
+            plain = flat[: width - 1] + "…" if len(flat) > width else one_line(text, width, limit)
             # Only a system prompt's preview is not its text's (a custom message has no role).
             preview = (_system_preview(entry, text) or plain) if role == "system" or kind != "message" else plain
             chars[i] = len(text)
