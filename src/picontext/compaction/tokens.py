@@ -137,11 +137,14 @@ def _needs_slow_path(value: Any) -> bool:
     return False
 
 
+_ONLY_STR: Final = frozenset({str})
+
+
 def json_length(value: Any) -> int:
     """`JSON.stringify(value).length` for a JSON value."""
     # Tool arguments are mostly an object of strings: no number to look for (orjson refuses a
     # non-string key, which then takes the slow path).
-    if (type(value) is dict and all(type(v) is str for v in value.values())) or not _needs_slow_path(value):
+    if (type(value) is dict and _ONLY_STR.issuperset(map(type, value.values()))) or not _needs_slow_path(value):
         try:
             data = orjson.dumps(value)
         except (TypeError, orjson.JSONEncodeError):
