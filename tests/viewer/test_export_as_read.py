@@ -126,3 +126,56 @@ def test_the_export_process_flushes_its_output_before_it_leaves(tmp_path: Path) 
     assert to_stdout.stdout.rstrip().endswith(b"</html>")
     meta, packed = page_data(load_session(str(session)).file_entries, file_name="s.jsonl", parallel=False)
     assert meta in to_stdout.stdout and packed in to_stdout.stdout  # the same page as in-process
+
+
+def _side_branch(tmp_path: Path) -> Path:
+    """A session whose leaf is on the second branch: u2's branch (u2, a2) is off it."""
+    ts = "2026-03-02T09:14:05.000Z"
+
+    def e(eid: str, parent: str | None, role: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts,
+                "message": {"role": role, "content": text if role == "user" else [{"type": "text", "text": text}],
+                            "timestamp": 1}}
+
+    lines = [{"type": "session", "version": 3, "id": "019cae3d-5a1b-7c2e-9f10-4b3d2a1c0e93", "timestamp": ts,
+              "cwd": "/tmp"},
+             e("u1", None, "user", "first"), e("a1", "u1", "assistant", "one"),
+             e("u2", "a1", "user", "left"), e("a2", "u2", "assistant", "left answer"),
+             e("u3", "a1", "user", "right"), e("a3", "u3", "assistant", "right answer")]
+    path = tmp_path / "side.jsonl"
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    return path
+
+
+def test_the_entries_own_facts_do_not_keep_entries_off_the_branch_parsed(tmp_path: Path) -> None:
+    """Only the walk keeps what it parses (the branch): the facts of every entry parse the others
+    one at a time and let them go, so the forked worker, which computes them, never holds a
+    second parsed session (and the page is the same)."""
+    path = _side_branch(tmp_path)
+    kept: list[Any] = []
+    meta, packed = page_data(_lazily(path), file_name="f", parallel=False, keep=kept)
+    assert (meta, packed) == page_data(load_session(str(path)).file_entries, file_name="f", parallel=False)
+    index = kept[0].index
+    parsed = [isinstance(entry, dict) for entry in index.entries]
+    # u1 a1 | u2 (parsed for its timestamp: the tree sorts a1's children) a2 | u3 a3 (the branch)
+    assert parsed == [True, True, True, False, True, True]
+
+
+def test_a_lazily_read_session_gives_the_same_page_forked_or_not(tmp_path: Path) -> None:
+    """The worker parses the lazily read entries itself (the fork comes before any is parsed)."""
+    files = [str(f) for f in [*_files(tmp_path)[:8], _side_branch(tmp_path)]]
+    out = in_fresh_process(
+        "from picontext.cli.loading import read_session\n"
+        "from picontext.session.migrations import migrate_to_current\n"
+        "from picontext.viewer.model import page_data\n"
+        "from picontext.viewer.parallel import can_fork\n"
+        "assert can_fork()\n"
+        "def lazily(f):\n"
+        "    entries = read_session(f)[1].entries\n"
+        "    migrate_to_current(entries)\n"
+        "    return entries\n"
+        f"for f in {files!r}:\n"
+        "    forked = page_data(lazily(f), file_name='f', parallel=True)\n"
+        "    here = page_data(lazily(f), file_name='f', parallel=False)\n"
+        "    print(forked == here)\n")
+    assert out == "True\n" * len(files)

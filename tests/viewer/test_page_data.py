@@ -164,3 +164,23 @@ def test_the_tree_lists_every_entry_once_even_equal_non_object_entries(tmp_path:
     meta = _meta(path)
     assert len(meta["ids"]) == 4
     assert sorted(meta["order"]) == [0, 1, 2, 3]
+
+
+def test_the_export_forks_only_with_a_core_to_spare(monkeypatch: Any) -> None:
+    """A loaded machine (1-minute load average at or above the core count) gets no fork: the
+    forked half would wait for CPU like the rest (docs/viewer.md); no load average: fork."""
+    import os
+
+    from picontext.viewer import parallel
+
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores - 0.5, 0.0, 0.0))
+    assert parallel.spare_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
+    assert not parallel.spare_core()
+
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert parallel.spare_core()

@@ -137,13 +137,20 @@ def _needs_slow_path(value: Any) -> bool:
     return False
 
 
+_ONLY_STR: Final = frozenset({str})
+
+
 def json_length(value: Any) -> int:
     """`JSON.stringify(value).length` for a JSON value."""
-    if not _needs_slow_path(value):
+    # Tool arguments are mostly an object of strings: no number to look for (orjson refuses a
+    # non-string key, which then takes the slow path).
+    if (type(value) is dict and _ONLY_STR.issuperset(map(type, value.values()))) or not _needs_slow_path(value):
         try:
-            return js_length(orjson.dumps(value).decode())
+            data = orjson.dumps(value)
         except (TypeError, orjson.JSONEncodeError):
             pass  # lone surrogates, odd types, nesting deeper than orjson's limit
+        else:
+            return len(data) if data.isascii() else js_length(data.decode())
     return _slow_json_length(value)
 
 
@@ -193,17 +200,22 @@ def get_last_assistant_usage(entries: Sequence[Any]) -> dict[str, Any] | None:
 # --- estimates -------------------------------------------------------------------------------
 
 
+# Per block, the common case inline (a dict block, an ASCII string: its length is len()); the
+# estimate runs for every message of a walk along a 100k-entry branch.
+
 def _content_chars(content: Any) -> int:
     if isinstance(content, str):
-        return js_length(content)
+        return len(content) if content.isascii() else js_length(content)
     if not isinstance(content, list):
         return 0
     chars = 0
     for block in content:
-        kind = field_of(block, "type")
+        kind = block.get("type") if type(block) is dict else field_of(block, "type")
         if kind == "text":
             text = block.get("text")
-            if isinstance(text, str):
+            if type(text) is str and text.isascii():
+                chars += len(text)
+            elif isinstance(text, str):
                 chars += js_length(text)
         elif kind == "image":
             chars += IMAGE_CHARS
@@ -215,9 +227,10 @@ def _assistant_chars(content: Any) -> int:
         return 0  # a string is iterated char by char in the reference: no blocks, 0
     chars = 0
     for block in content:
-        kind = field_of(block, "type")
+        kind = block.get("type") if type(block) is dict else field_of(block, "type")
         if kind == "text":
-            chars += _str_length(block.get("text"))
+            text = block.get("text")
+            chars += len(text) if type(text) is str and text.isascii() else _str_length(text)
         elif kind == "thinking":
             chars += _str_length(block.get("thinking"))
         elif kind == "toolCall":
@@ -227,6 +240,8 @@ def _assistant_chars(content: Any) -> int:
 
 
 def _str_length(value: Any) -> int:
+    if type(value) is str and value.isascii():
+        return len(value)
     return js_length(value) if isinstance(value, str) else 0
 
 
@@ -241,13 +256,16 @@ def _system_chars(message: dict[str, Any]) -> int:
     return chars
 
 
+_CONTENT_ROLES: Final = frozenset({"user", "toolResult", "custom"})
+
+
 def message_chars(message: Any) -> int:
     """The character count behind `estimate_tokens` (spec 02 §2.3)."""
-    role = field_of(message, "role")
-    if role in ("user", "toolResult", "custom"):
-        return _content_chars(message.get("content"))
+    role = message.get("role") if type(message) is dict else field_of(message, "role")
     if role == "assistant":
         return _assistant_chars(message.get("content"))
+    if type(role) is str and role in _CONTENT_ROLES:  # a list or object is no role
+        return _content_chars(message.get("content"))
     if role == "bashExecution":
         return _str_length(message.get("command")) + _str_length(message.get("output"))
     if role in ("branchSummary", "compactionSummary"):
@@ -445,29 +463,34 @@ class BranchEstimate:
         live = self.live
         kind = entry.get("type") if type(entry) is dict else None
         if type(kind) is str and kind in _CONTENT:  # a list or object is no type (Pi: Set.has)
-            live.append(entry, pos)
-            key = entry.get("id")
-            if self._edit_targets and hashable(key) and key in self._edit_targets:
-                self._sum(live.newest_messages())
-                self._anchor = None  # an edit written before its target: let the estimator sort it out
-                self._exotic = True
-                return
+            added = live.append(entry, pos)
+            if self._edit_targets:
+                key = entry.get("id")
+                if hashable(key) and key in self._edit_targets:
+                    self._sum(added)
+                    self._anchor = None  # an edit written before its target: let the estimator sort it out
+                    self._exotic = True
+                    return
             # The messages this entry adds (no edit applies to it: none targeted it so far), each
             # estimated once and remembered for the re-sums after compactions and edits.
             seen = self._seen
-            for m in live.newest_messages():
-                tokens = estimate_tokens(m)
+            for m in added:
+                tokens = -(-message_chars(m) // 4)  # estimate_tokens
                 seen[id(m)] = (m, tokens)
                 role = m.get("role") if type(m) is dict else None
                 if role == "system":
                     self._system_stale = True
-                else:
-                    self._others += tokens
-                usage = get_assistant_usage(m) if role == "assistant" else None
-                if usage is not None:
-                    self._anchor, self._trailing, self._exotic = calculate_context_tokens(usage), 0, False
-                else:
                     self._trailing += tokens
+                    continue
+                self._others += tokens
+                if role == "assistant":  # get_assistant_usage, inline
+                    usage = m.get("usage")
+                    if isinstance(usage, dict) and m.get("stopReason") not in ("aborted", "error"):
+                        anchor = calculate_context_tokens(usage)
+                        if anchor > 0:
+                            self._anchor, self._trailing, self._exotic = anchor, 0, False
+                            continue
+                self._trailing += tokens
         elif kind == "compaction":
             live.append(entry, pos)
             self._others = 0
@@ -476,9 +499,12 @@ class BranchEstimate:
             self._anchor = None
             key = entry.get("id")
             kept = entry.get("firstKeptEntryId")
-            kept_at = live.first_position(kept) if hashable(kept) else None
+            # path_position, not first_position's scan: a long branch with a few compactions
+            # scanned its whole path three times per compaction (the map it builds once is kept
+            # current per append).
+            kept_at = live.path_position(kept) if hashable(kept) else None
             # A compaction whose id repeats an earlier one is folded at that earlier place: start over.
-            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.first_position(key) == pos else 0
+            self.fold_from = min(pos if kept_at is None else kept_at, pos) if live.path_position(key) == pos else 0
         elif kind == "context_edit":
             key = entry.get("id")
             target = entry.get("targetId")

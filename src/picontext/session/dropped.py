@@ -17,7 +17,8 @@ longer sees as written:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import json.encoder
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,21 @@ __all__ = ["DroppedEntry", "dropped_entries", "dropped_on", "dropped_reasons", "
            "one_line"]
 
 _CONTENT_TYPES = ("message", "custom_message")
-# json.dumps(value, ensure_ascii=False), without building an encoder per call.
-_ARGUMENTS = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _arguments_encoder() -> Callable[[Any], str]:
+    """json.dumps(value, ensure_ascii=False), without building an encoder per call: the C encoder
+    that JSONEncoder.encode makes each time, made once (half the time per call; an export
+    previews every tool call). No cycle check: parsed JSON has no cycles."""
+    make = getattr(json.encoder, "c_make_encoder", None)  # not in the typeshed stubs
+    if make is None:  # an interpreter without the C encoder
+        return json.JSONEncoder(ensure_ascii=False).encode
+    encode = make(None, json.JSONEncoder().default, json.encoder.encode_basestring, None, ": ", ", ",
+                  False, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_ARGUMENTS = _arguments_encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +76,8 @@ def _blocks_text(content: Any) -> list[str]:
             continue
         kind = block.get("type")
         if kind == "text":
-            out.append(str(block.get("text", "")))
+            text = block.get("text", "")
+            out.append(text if type(text) is str else str(text))
         elif kind == "thinking":
             out.append(f"[thinking] {block.get('thinking', '')}")
         elif kind == "toolCall":
@@ -75,15 +90,20 @@ def _blocks_text(content: Any) -> list[str]:
 
 def entry_text(entry: Any) -> str:
     """The original content of a message or custom message entry, as plain text."""
-    if field_of(entry, "type") == "custom_message":
+    if not isinstance(entry, dict):
+        return ""
+    if entry.get("type") == "custom_message":
         return "\n".join(_blocks_text(entry.get("content")))
-    message = entry.get("message") if isinstance(entry, dict) else None
+    message = entry.get("message")
     if not isinstance(message, dict):
         return ""
     role = message.get("role")
+    content = message.get("content")
+    if role == "user" and type(content) is str:  # the commonest shapes first
+        return content
     if role == "bashExecution":
         return f"$ {message.get('command', '')}\n{message.get('output', '')}"
-    parts = _blocks_text(message.get("content"))
+    parts = _blocks_text(content)
     if role == "toolResult":
         head = f"[result of {message.get('toolName', '?')} {message.get('toolCallId', '')}]"
         if message.get("isError"):
@@ -131,16 +151,32 @@ def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> lis
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
     out: list[tuple[int, str, str, Any]] = []
+    # `_role` and `id_key` inline for the usual entry (a dict message with a string role and id):
+    # this runs over every entry of the branch.
     for position, entry in enumerate(branch):
-        kind = entry.get("type") if type(entry) is dict else None
-        if kind != "message" and kind != "custom_message":
+        if type(entry) is not dict:
             continue
-        entry_id = entry.get("id")
-        role = _role(entry)
+        kind = entry.get("type")
+        if kind == "message":
+            message = entry.get("message")
+            role = message.get("role") if type(message) is dict else None
+            if type(role) is not str or not role:
+                role = _role(entry)
+        elif kind == "custom_message":
+            role = "custom"
+        else:
+            continue
         if role == "system":
             continue
-        edit = edits.get(entry_id) if hashable(entry_id) else None
-        if id_key(entry) not in visible:
+        entry_id = entry.get("id")
+        key: Hashable
+        if type(entry_id) is str:
+            edit = edits.get(entry_id) if edits else None
+            key = entry_id
+        else:
+            edit = edits.get(entry_id) if hashable(entry_id) else None
+            key = id_key(entry)
+        if key not in visible:
             if edit is not None and edit.get("replacement") is None:
                 why, by = "omitted", edit.get("id")
             elif latest_compaction is not None:

@@ -118,11 +118,16 @@ class LiveProjection:
         result.extend(view.entry(index) for index in self._path[at + 1 :])
         return result
 
-    def append(self, entry: Entry, index: int) -> None:
-        """Extend the path by `entry` (a child of the current leaf, at `index` in the view)."""
+    def append(self, entry: Entry, index: int) -> list[Any]:
+        """Extend the path by `entry` (a child of the current leaf, at `index` in the view);
+        returns the messages it adds to the context (`newest_messages()`; none for a compaction,
+        which re-folds it)."""
+        if type(entry) is dict:
+            kind, entry_id = entry.get("type"), entry.get("id")
+        else:
+            kind = entry_id = None
         position = len(self._path)
         self._path.append(index)
-        kind, entry_id = (entry.get("type"), entry.get("id")) if type(entry) is dict else (None, None)
         self._path_ids.append(entry_id)
         if self._path_id_set is not None and hashable(entry_id):
             self._path_id_set.add(entry_id)
@@ -132,16 +137,16 @@ class LiveProjection:
             message = entry.get("message")
             if type(message) is dict and message.get("role") == "assistant":
                 self._model_entry, self._settings = entry, None
-            self._context.append(entry)
-        elif kind == "compaction":
+            return self._context.append_message(entry, entry_id, message)
+        if kind == "compaction":
             self.last_compaction = position
             self._context.reset(self._fold(entry))
-        else:
-            if kind == "thinking_level_change":
-                self._thinking_entry, self._settings = entry, None
-            elif kind == "model_change":
-                self._model_entry, self._settings = entry, None
-            self._context.append(entry)
+            return []
+        if kind == "thinking_level_change":
+            self._thinking_entry, self._settings = entry, None
+        elif kind == "model_change":
+            self._model_entry, self._settings = entry, None
+        return self._context.append(entry)
 
     def projection(self) -> SessionProjection:
         """The projection of the path, in O(1): read-only views, never copies."""

@@ -513,24 +513,49 @@ class ProjectedContext:
             self._positions = positions
         return positions.get(key, [])
 
-    def append(self, entry: Entry) -> None:
-        """Add the next (non-compaction) entry of the path to the context."""
-        position = len(self.entries)
-        self.entries.append(entry)
-        messages: list[Any] | None = None
-        key = None
+    def append(self, entry: Entry) -> list[Any]:
+        """Add the next (non-compaction) entry of the path to the context; returns the messages
+        it projects to."""
         if type(entry) is dict:
-            key = entry.get("id")
             kind = entry.get("type")
             if kind == "message":
-                message = entry.get("message")
-                if type(message) is dict and message.get("content") is not None and (
-                        not self._edits or not hashable(key) or key not in self._edits):
-                    messages = [message]  # the common case (project_context_entry's first rule), inline
-            elif kind == "context_edit":
-                self._retarget(entry, position)
-        if messages is None:
-            messages = project_context_entry(entry, position, self._edits)
+                return self.append_message(entry, entry.get("id"), entry.get("message"))
+            key = entry.get("id")
+        else:
+            kind = key = None
+        position = len(self.entries)
+        self.entries.append(entry)
+        if kind == "context_edit":
+            self._retarget(entry, position)
+        messages = project_context_entry(entry, position, self._edits)
+        self._add(entry, key, position, messages)
+        return messages
+
+    def append_message(self, entry: dict[str, Any], key: Any, message: Any) -> list[Any]:
+        """`append` of a `message` entry whose id and message the caller has read already (a
+        walk along a long branch appends mostly these)."""
+        position = len(self.entries)
+        self.entries.append(entry)
+        edits = self._edits
+        if type(message) is dict and message.get("content") is not None and (
+                not edits or not hashable(key) or key not in edits):
+            messages = [message]  # the common case (project_context_entry's first rule), inline
+        else:
+            messages = project_context_entry(entry, position, edits)
+        # `_add`, inline
+        self._projected.append(ProjectedEntry(entry, messages))
+        positions = self._positions
+        if positions is not None and (type(key) is str or hashable(key)):
+            found = positions.get(key)
+            if found is None:
+                positions[key] = [position]
+            else:
+                found.append(position)
+        if not self._stale:
+            self._messages.extend(messages)
+        return messages
+
+    def _add(self, entry: Entry, key: Any, position: int, messages: list[Any]) -> None:
         self._projected.append(ProjectedEntry(entry, messages))
         positions = self._positions
         if positions is not None and (type(key) is str or hashable(key)):

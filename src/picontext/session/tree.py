@@ -10,6 +10,7 @@ file, when it has no id).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -70,6 +71,34 @@ def tree_positions(index: EntryIndex) -> tuple[list[int], dict[int, list[int]]]:
     sorted by timestamp (stable). An entry whose parent id is absent or null, is its own id, or
     names no entry is a root; with duplicate ids the last entry with an id is its children's parent.
     """
+    parents = index.parent_positions()
+    # The index's parent positions follow the same rules except for a parentId that is the
+    # entry's own id and a falsy parentId ("", 0, false) naming an entry: with unique ids (its own
+    # id then names the entry itself) and no falsy id, read them (built once per load; the
+    # export's branch already needed them) instead of every entry.
+    if (index.ids_unique() and index.position_of("") is None and index.position_of(0) is None
+            and not any(map(operator.eq, parents, range(len(parents))))):
+        roots: list[int] = []
+        children: dict[int, list[int]] = {}
+        for p, parent in enumerate(parents):
+            if parent is None:
+                roots.append(p)
+                continue
+            found = children.get(parent)
+            if found is None:
+                children[parent] = [p]
+            else:
+                found.append(p)
+        entry = index.entry
+        for kids in children.values():
+            if len(kids) > 1:
+                kids.sort(key=lambda p: _timestamp_ms(entry(p)))
+        return roots, children
+    return _tree_positions(index)
+
+
+def _tree_positions(index: EntryIndex) -> tuple[list[int], dict[int, list[int]]]:
+    """`tree_positions` from the entries themselves."""
     entries = [index.entry(p) for p in range(len(index))]
     ids = [e.get("id") if type(e) is dict else None for e in entries]
     try:

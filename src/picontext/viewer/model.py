@@ -16,7 +16,7 @@ incremental projection (`timeline.py`); the page only shows it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from picontext.session.projection import field_of, hashable
 from picontext.session.records import RawLine
 from picontext.session.tree import path_to, tree_positions
 from picontext.viewer.page import embedded_json, pack_in_background
-from picontext.viewer.parallel import beside
+from picontext.viewer.parallel import beside, can_fork, spare_core
 from picontext.viewer.timeline import Timeline, build_timeline
 
 __all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_data"]
@@ -114,11 +114,13 @@ def _flags(message: dict[str, Any]) -> int:
     aborted turn."""
     content = message.get("content")
     has_text = False
+    # `not text.isspace()` is `text.strip() != ""` for a non-empty text, without copying it
     if isinstance(content, str):
-        has_text = content.strip() != ""
+        has_text = content != "" and not content.isspace()
     elif isinstance(content, list):
         for b in content:
-            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).strip():
+            if isinstance(b, dict) and b.get("type") == "text" and (text := str(b.get("text", ""))) \
+                    and not text.isspace():
                 has_text = True
                 break
     stop = message.get("stopReason")
@@ -127,6 +129,7 @@ def _flags(message: dict[str, Any]) -> int:
 
 
 _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_USAGE_SET = frozenset(_USAGE_KEYS)
 _NUMBER = (int, float)  # a JSON number (`bool` is not one: its type is `bool`)
 
 
@@ -134,10 +137,21 @@ def _add_usage(row: dict[str, Any], usage: Any) -> None:
     if not isinstance(usage, dict):
         return
     get = usage.get
-    for key in _USAGE_KEYS:
-        value = get(key)
-        if type(value) in _NUMBER:
-            row[key] = row.get(key, 0) + value
+    # The usual usage, every count an int, into a row that has them all (no key added: the
+    # row's keys keep their order)
+    a, b, c, d, e = get("input"), get("output"), get("cacheRead"), get("cacheWrite"), get("totalTokens")
+    if (type(a) is int and type(b) is int and type(c) is int and type(d) is int and type(e) is int
+            and row.keys() >= _USAGE_SET):
+        row["input"] += a
+        row["output"] += b
+        row["cacheRead"] += c
+        row["cacheWrite"] += d
+        row["totalTokens"] += e
+    else:
+        for key in _USAGE_KEYS:
+            value = get(key)
+            if type(value) in _NUMBER:
+                row[key] = row.get(key, 0) + value
     cost = get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
         row["cost"] = row.get("cost", 0) + cost["total"]
@@ -208,7 +222,7 @@ class _EntryFacts:
         if self.columns:
             self.columns["previews"] = previews
         else:
-            self.json["previews"] = embedded_json(_json.dumps(previews))
+            self.json["previews"] = embedded_json(_plain_dumps(previews))
 
 
 # Columns of strings and entry positions only: orjson writes them as JSON.stringify does (no
@@ -223,7 +237,7 @@ def _plain_dumps(value: Any) -> bytes:
         return _json.dumps(value)
 
 
-def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
+def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
     ids: list[str] = []
     kinds: list[str] = []
     roles: list[str] = []
@@ -235,6 +249,7 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
     count = models.count
     width = PREVIEW_CHARS
     limit = width * 4
+    head = width * 2
     message: Any
     for i, entry in enumerate(entries):
         if type(entry) is dict:
@@ -253,7 +268,10 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
             flags.append(0)
         if kind == "message" or kind == "custom_message":
             text = entry_text(entry)
-            plain = one_line(text, width, limit)  # `_short`: the start of a long text is enough
+            # `_short`: the start of a long text is enough. one_line(text, width, limit) flattens
+            # the first 2 * width characters first: when they fill the width, that is its answer.
+            flat = " ".join(text[:head].split())
+            plain = flat[: width - 1] + "…" if len(flat) > width else one_line(text, width, limit)
             # Only a system prompt's preview is not its text's (a custom message has no role).
             preview = (_system_preview(entry, text) or plain) if role == "system" or kind != "message" else plain
             chars[i] = len(text)
@@ -266,9 +284,12 @@ def _entry_facts(index: EntryIndex, entries: list[Any]) -> _EntryFacts:
         shown.append(preview)
         if role == "assistant":  # most calls: counted here, without the table's dispatch
             count(f"{message.get('provider', '?')}/{message.get('model', '?')}", message.get("usage"))
+        elif kind == "message":  # the table's rule for other messages: a tool result's usage
+            if role == "toolResult" and isinstance(message.get("usage"), dict):
+                count("(inside tool results)", message.get("usage"))
         elif kind is not None:
             models.add(entry, kind, message, role)
-    order, prefix, labels = _tree_rows(index, entries)
+    order, prefix, labels = _tree_rows(index)
     columns = {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
                "order": order, "prefix": prefix, "labels": labels, "models": models.table()}
     return _EntryFacts(columns, chars, whole)
@@ -323,24 +344,34 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
 
     The entries' own facts, serialized, and the packed lines are computed beside the walk along
     the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
-    default from `_PARALLEL_FROM` entries), else in this one (the packing in a thread). The
-    entries are parsed before the fork, once for both. With `keep`, the parsed entries are
-    appended to it instead of being freed on return (a process about to end skips that)."""
+    default from `_PARALLEL_FROM` entries when the machine has a core to spare:
+    `parallel.spare_core`), else in this one (the packing in a thread beside the walk). The fork
+    comes before any entry is parsed: this process parses the branch for the walk and keeps it;
+    the worker parses each entry, takes its facts and lets it go (`_View.each_entry`), so it
+    neither holds a second parsed session nor copies this one's pages by touching them. With
+    `keep`, the parsed entries are appended to it instead of being freed on return (a process
+    about to end skips that)."""
     with gc_paused():
         view = _View(file_entries, leaf)
-        entries = view.entries()
+        if parallel is None:
+            parallel = len(view.index) >= _PARALLEL_FROM and spare_core()
+        # Not forking: the lines are packed in a thread from now on, beside the walk too (a
+        # thread started before a fork would stop it: `can_fork`).
+        forking = parallel and can_fork()
+        packing = None if forking else pack_in_background(view.lines())
 
         def own_facts() -> _EntryFacts:
-            packing = pack_in_background(view.lines())
-            facts = _entry_facts(view.index, entries)
-            facts.serialize()
-            facts.packed = packing()
+            pack = packing if packing is not None else pack_in_background(view.lines())
+            facts = _entry_facts(view.index, view.each_entry())
+            if forking:  # sent back as bytes; in this process, serialized once the previews are final
+                facts.serialize()
+            facts.packed = pack()
             return facts
 
-        if parallel is None:
-            parallel = len(entries) >= _PARALLEL_FROM
         with beside(own_facts, parallel=parallel) as facts_of:
             own, facts = view.meta(facts_of, file_name, catalog, settings)
+        if not facts.json:
+            facts.serialize()
         assert facts.packed is not None
         if keep is not None:
             keep.append(view)
@@ -377,6 +408,12 @@ class _View:
         """Every entry, parsed, in file order."""
         entry = self.index.entry
         return [entry(i) for i in range(len(self.index))]
+
+    def each_entry(self) -> Iterator[Any]:
+        """Every entry, parsed, in file order; one not parsed yet is parsed for the caller only
+        (not kept in the index: its memory is reused for the next)."""
+        for item in self.index.entries:
+            yield item.parse() if type(item) is RawLine else item
 
     def lines(self) -> bytes:
         """The entries as JSON lines joined by newlines: a line the store kept unparsed as read
@@ -464,14 +501,20 @@ class _View:
         }, facts
 
 
-def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[str], list[list[Any]]]:
+def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
     """Entry positions in display order, their indentation and labels: a linear chain keeps its
     indentation, each branch point indents (as `picontext tree` draws it)."""
     roots, children = tree_positions(index)
     labels = index.labels
     label_at: dict[int, Any] = {}
-    if labels:
-        for position, entry in enumerate(entries):
+    if labels and index.ids_unique() and None not in labels:  # each label names at most one entry
+        for target, text in labels.items():
+            at = index.position_of(target)
+            if at is not None and text:
+                label_at[at] = text
+    elif labels:
+        for position in range(len(index)):
+            entry = index.entry(position)
             key = entry.get("id") if type(entry) is dict else None
             label = labels.get(key if hashable(key) else None)
             if label:
@@ -482,16 +525,17 @@ def _tree_rows(index: EntryIndex, entries: list[Any]) -> tuple[list[int], list[s
     stack: list[tuple[int, str, str]] = [(r, "", "") for r in reversed(roots)]
     while stack:
         position, pre, child_pre = stack.pop()
-        order.append(position)
-        prefix.append(pre)
-        if label_at and (label := label_at.get(position)):
-            rows.append([position, label])
-        kids = children.get(position)
-        if kids is None:
-            continue
-        if len(kids) == 1:
-            stack.append((kids[0], child_pre, child_pre))
-        else:
+        kids = None
+        while True:  # down a linear chain without the stack (most of a session)
+            order.append(position)
+            prefix.append(pre)
+            if label_at and (label := label_at.get(position)):
+                rows.append([position, label])
+            kids = children.get(position)
+            if kids is None or len(kids) != 1:
+                break
+            position, pre = kids[0], child_pre
+        if kids is not None:
             for i in range(len(kids) - 1, -1, -1):
                 last = i == len(kids) - 1
                 stack.append((kids[i], child_pre + ("└─ " if last else "├─ "), child_pre + ("   " if last else "│  ")))

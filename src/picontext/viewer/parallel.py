@@ -23,13 +23,25 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-__all__ = ["beside", "can_fork"]
+__all__ = ["beside", "can_fork", "spare_core"]
 
 T = TypeVar("T")
 
 
 def can_fork() -> bool:
     return sys.platform == "linux" and hasattr(os, "fork") and threading.active_count() == 1
+
+
+def spare_core() -> bool:
+    """Whether the machine has had a core to spare (1-minute load average below the core count).
+    Without one the forked half waits for CPU like the rest and the fork's own cost (a second
+    process touching its copy of the session) is a loss: on the shared 2-core machine at load
+    5-6 the export ran 5.5-7.9 s in one process vs 8.0-8.4 s forked (docs/viewer.md)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this system: assume the cores are there
+        return True
+    return load < (os.cpu_count() or 1)
 
 
 @contextlib.contextmanager

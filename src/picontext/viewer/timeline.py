@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from picontext.ai.overflow import is_context_overflow
-from picontext.compaction.tokens import BranchEstimate, calculate_context_tokens, estimate_before, get_assistant_usage
+from picontext.compaction.tokens import BranchEstimate, calculate_context_tokens, estimate_before
 from picontext.session.projection import SessionProjection, field_of, hashable, message_role
 
 __all__ = ["CompactionMark", "Request", "Timeline", "build_timeline", "estimate_before"]
@@ -63,9 +63,26 @@ class Timeline:
 
 
 def _summarized(before: Sequence[Any], after: Sequence[Any]) -> list[Any]:
-    kept = {id(e) for e in after}
-    return [e for e in before if id(e) not in kept and type(kind := field_of(e, "type")) is str
-            and kind in _SUMMARIZABLE and message_role(e) != "system"]
+    kept = set(map(id, after))
+    out = []
+    for e in before:  # most of a long context before a compaction: the common shapes inline
+        if id(e) in kept:
+            continue
+        if type(e) is dict:
+            kind = e.get("type")
+            if kind == "message":
+                message = e.get("message")
+                if type(message) is dict and message.get("role") == "system":
+                    continue
+                if type(message) is dict or field_of(message, "role") != "system":
+                    out.append(e)
+                continue
+            if kind == "custom_message":
+                out.append(e)
+                continue
+        if type(kind := field_of(e, "type")) is str and kind in _SUMMARIZABLE and message_role(e) != "system":
+            out.append(e)
+    return out
 
 
 def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | None]) -> Timeline:
@@ -80,10 +97,14 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
         if kind == "message":
             message = entry.get("message")
             if type(message) is dict and message.get("role") == "assistant":
-                usage = get_assistant_usage(message)
+                # get_assistant_usage and the usage's context tokens, in one
+                usage = message.get("usage")
+                reported = None
+                if isinstance(usage, dict) and message.get("stopReason") not in ("aborted", "error"):
+                    total = calculate_context_tokens(usage)
+                    reported = total if total > 0 else None
                 provider, model = str(message.get("provider", "?")), str(message.get("model", "?"))
                 window = window_of(provider, model)
-                reported = calculate_context_tokens(usage) if usage is not None else None
                 out.requests.append(Request(pos, reported, walk.tokens(), window, f"{provider}/{model}"))
                 last_request_overflowed = message.get("stopReason") == "error" and is_context_overflow(message, window)
                 if last_request_overflowed:
@@ -96,7 +117,7 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
             out.compactions.append(CompactionMark(
                 pos, len(out.requests), entry.get("tokensBefore"), walk.tokens(), last_request_overflowed,
                 walk.fold_from, summarized=_summarized(before, live.context_entries),
-                kept=live.first_position(kept) if hashable(kept) else None))
+                kept=live.path_position(kept) if hashable(kept) else None))
         else:
             add(entry)
     out.projection = live.projection()
