@@ -144,3 +144,27 @@ def test_a_write_that_times_out_waiting_leaves_them_pending_for_the_next_one(tmp
     sm.append_message({"role": "user", "content": "next", "timestamp": 3})
     assert [e["type"] for e in stored(path)][-3:] == ["model_change", "thinking_level_change", "message"]
     assert len(sm.get_entries()) == len(before) + 3
+
+
+class _StoreWithoutTry:
+    """A third-party store written before `try_writer` joined the protocol."""
+
+    def __init__(self, inner: JsonlSessionStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "try_writer":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_without_try_writer_defers_the_batch_instead_of_failing(tmp_path: Path) -> None:
+    _, path = _session(tmp_path)
+    sm = SessionManager.open_store(_StoreWithoutTry(JsonlSessionStore(str(path))), file=str(path),  # type: ignore[arg-type]
+                                   session_dir=str(tmp_path))
+    before = path.read_bytes()
+    with sm.batch(wait=False):
+        model_id, thinking_id = _settings(sm)
+    assert path.read_bytes() == before and sm.pending_writes() == 2
+    message_id = sm.append_message({"role": "user", "content": "next", "timestamp": 3})
+    assert [e["id"] for e in stored(path)[-3:]] == [model_id, thinking_id, message_id]

@@ -19,7 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from picontext.errors import SessionFormatError, SessionWriteError, StaleSessionError
+from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session.index import EntryIndex, id_of
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
 from picontext.session.projection import field_of
@@ -211,12 +211,17 @@ class SessionWriter:
     @contextlib.contextmanager
     def try_exclusive(self, *, strict: bool = True) -> Iterator[None]:
         """`exclusive()` without the wait: SessionLockedError on entering while another writer
-        holds the session (`SessionStore.try_writer`)."""
+        holds the session (`SessionStore.try_writer`). A store written before `try_writer` was
+        part of the protocol cannot say without waiting, so it counts as held: the caller
+        defers, and its writes come in the next writer section."""
         store = self._section_store()
         if store is None:
             yield
             return
-        with store.try_writer() as tail:
+        try_writer = getattr(store, "try_writer", None)
+        if try_writer is None:
+            raise SessionLockedError(f"{type(store).__name__} has no try_writer: deferred to the next write")
+        with try_writer() as tail:
             self._enter(tail, strict)
             try:
                 yield
