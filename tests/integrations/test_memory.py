@@ -258,3 +258,29 @@ def test_a_stored_reply_is_held_as_its_line_in_the_file(server: ScriptedModelSer
     assert orjson.dumps(entry) == lines[ids[1]]
     cost = entry["message"]["usage"]["cost"]  # type: ignore[index]
     assert all(type(value) is int for key, value in cost.items() if key in ("cacheRead", "cacheWrite"))
+
+
+async def test_built_inside_an_event_loop_it_does_not_wait_for_a_session_another_process_holds(
+        server: ScriptedModelServer, tmp_path: Path) -> None:
+    """Reopened with another model, the memory records a model_change; while another process
+    holds the session's lock it is not waited for (the old way stalled the loop, then raised
+    after the 30 s lock timeout): the entry goes in first at the memory's next write."""
+    import fcntl
+    import os
+
+    memory = make(server, tmp_path)
+    memory.append([user("hello"), assistant("hi")])
+    path = memory.manager.get_session_file()
+    assert path is not None
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        other = ConversationMemory(memory.session_id, model=server.model(id="another-model"),
+                                   store=str(tmp_path / "store"), cwd=str(tmp_path))
+        assert other.manager.pending_writes() == 1
+    finally:
+        os.close(fd)
+    ids = other.append([user("again")])
+    entries = SessionManager.open(path).get_entries()
+    assert [e["type"] for e in entries[-2:]] == ["model_change", "message"]
+    assert entries[-2]["modelId"] == "another-model" and entries[-1]["id"] == ids[0]

@@ -213,10 +213,13 @@ class ConversationMemory:
         picontext agent does, so `picontext -r ID` continues with it."""
         fresh = self.manager.entry_count() == 0
         current = self.manager.build_session_projection().model or {}
-        if (current.get("provider"), current.get("modelId")) != (self.model["provider"], self.model["id"]):
-            self.manager.append_model_change(self.model["provider"], self.model["id"])
-        if fresh:
-            self.manager.append_thinking_level_change("off")
+        # Built inside a running event loop, a session another process holds is not waited for
+        # here (that would stall the loop): the entries go in with the memory's next write.
+        with self.manager.batch(wait=not _loop_running()):
+            if (current.get("provider"), current.get("modelId")) != (self.model["provider"], self.model["id"]):
+                self.manager.append_model_change(self.model["provider"], self.model["id"])
+            if fresh:
+                self.manager.append_thinking_level_change("off")
 
     def close(self) -> None:
         """Close the store this memory opened (a database connection); a repository passed in
@@ -513,3 +516,11 @@ def _is_custom_entry(message: Any) -> bool:
 def _has_usage(message: dict[str, Any]) -> bool:
     tokens = calculate_context_tokens(message.get("usage"))
     return tokens == tokens and tokens > 0  # NaN (malformed) is no usage
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
