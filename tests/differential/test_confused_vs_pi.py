@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hardening"))
 from confused_sessions import BASE, MUTATIONS, confuse, write
 from hostile_files import entry, run_cli, user
+from pi_reference import PiReference, ReferenceError
 from test_projection_vs_pi import UNDEFINED, first_difference, normalise
 
-from conftest import PiReference, ReferenceError
 from picontext._json import js_joined
 
 HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}

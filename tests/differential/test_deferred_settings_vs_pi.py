@@ -10,9 +10,9 @@ import fcntl
 import os
 from pathlib import Path
 
+from pi_reference import UNDEFINED, PiReference
 from test_projection_vs_pi import first_difference, normalise, run_cli
 
-from conftest import UNDEFINED, PiReference
 from picontext.agent.session import AgentSession
 from picontext.ai.providers import StreamOptions
 from picontext.session.manager import SessionManager

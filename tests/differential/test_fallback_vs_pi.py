@@ -15,10 +15,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pi_reference import UNDEFINED, PiReference
 from test_compaction_vs_pi import PythonSide, compare_file
 from test_projection_vs_pi import first_difference, normalise
 
-from conftest import UNDEFINED, PiReference
 from picontext.compaction.compact import compact_session
 from picontext.compaction.completion import ScriptedCompletion, assistant_reply
 from picontext.compaction.records import FAILURE_TYPE

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from conftest import PiReference
+from pi_reference import PiReference
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "v1"
 OVERFLOW = "pi-ai/dist/utils/overflow.js#isContextOverflow"

@@ -18,12 +18,12 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from pi_reference import PiReference
 from test_compaction_vs_pi import PythonSide as CompactionSide
 from test_fallback_vs_pi import pi_reads_it_identically
 from test_projection_vs_pi import PythonSide as ProjectionSide
 from test_projection_vs_pi import compare_file
 
-from conftest import PiReference
 from picontext.integrations.langchain import PicontextMiddleware
 from picontext.testing import ScriptedModelServer, measured, reply, text, tool_call
 from picontext.testing.model_server import RecordedRequest, Reply

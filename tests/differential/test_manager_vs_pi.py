@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import sessiongen
+from pi_reference import UNDEFINED, PiReference
 from test_projection_vs_pi import first_difference, normalise
 
-from conftest import UNDEFINED, PiReference
 from picontext.session.manager import SessionManager
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,13 +12,13 @@ import asyncio
 import json
 from pathlib import Path
 
+from pi_reference import UNDEFINED, PiReference
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import BinaryContent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from test_projection_vs_pi import first_difference, normalise, run_cli
 
-from conftest import UNDEFINED, PiReference
 from picontext.integrations.pydantic_ai import PicontextHistory
 from picontext.testing import ScriptedModelServer, reply, text, thinking, tool_call
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pi_reference import UNDEFINED, PiReference
 from test_compaction_vs_pi import PythonSide, compare_file
 from test_projection_vs_pi import first_difference, normalise
 
-from conftest import UNDEFINED, PiReference
 from picontext.compaction.compact import compact_session
 from picontext.compaction.completion import StreamCompletion
 from picontext.compaction.resumable import SPAN_TYPE, find_pending_span
