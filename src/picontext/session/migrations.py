@@ -63,11 +63,11 @@ def deterministic_minter(seed: str) -> IdMinter:
 
     def mint(position: int) -> str:
         for attempt in range(100):
-            digest = hashlib.sha256(f"{seed}:{position}:{attempt}".encode()).hexdigest()
+            digest = hashlib.sha256(f"{seed}:{position}:{attempt}".encode("utf-8", "surrogatepass")).hexdigest()
             if digest[:8] not in used:
                 used.add(digest[:8])
                 return digest[:8]
-        full = hashlib.sha256(f"{seed}:{position}:full".encode()).hexdigest()
+        full = hashlib.sha256(f"{seed}:{position}:full".encode("utf-8", "surrogatepass")).hexdigest()
         return f"{full[:8]}-{full[8:12]}-{full[12:16]}-{full[16:20]}-{full[20:32]}"
 
     return mint
