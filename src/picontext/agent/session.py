@@ -54,7 +54,7 @@ from picontext.agent.types import (
     TurnContext,
 )
 from picontext.ai._http import default_client
-from picontext.ai.event_stream import AbortSignal
+from picontext.ai.event_stream import AbortSignal, loop_running
 from picontext.ai.models import Model
 from picontext.ai.providers import StreamOptions
 from picontext.ai.retry import RetryPolicy
@@ -178,7 +178,7 @@ class AgentSession:
         # Inside a running event loop the initial entries must not wait for another process's
         # lock in a sleep: if it is held they are written first at the next write (see
         # `SessionManager.batch`), whose wait yields to the loop.
-        with manager.batch(wait=not _loop_running()):
+        with manager.batch(wait=not loop_running()):
             self._record_initial_settings(model, thinking_level)
         if context_tools:
             from picontext.agent.tools.context import context_tools as make_context_tools
@@ -720,14 +720,6 @@ class AgentSession:
         last = next((m for m in reversed(self.messages) if m.get("role") == "assistant"), None)
         if last is not None:
             await self.compaction.check(last, skip_aborted=False, pre_prompt=True, signal=signal)
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def reply_context_tokens(message: Any) -> int | None:

@@ -291,3 +291,12 @@ class AssistantMessageStream:
         """Wait until the producer task has finished (after a cancel, for cleanup in tests)."""
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def loop_running() -> bool:
+    """Whether this thread is inside a running asyncio loop (where a blocking wait would stall it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -36,6 +36,7 @@ from picontext.agent.background_compaction import BackgroundCompaction
 from picontext.agent.compaction_runtime import CompactionRuntime
 from picontext.agent.hooks import Hooks
 from picontext.agent.retries import retry_policy_from_settings
+from picontext.ai.event_stream import loop_running
 from picontext.ai.models import Model, calculate_cost, default_catalog
 from picontext.ai.providers import StreamOptions
 from picontext.ai.stream import stream
@@ -215,7 +216,7 @@ class ConversationMemory:
         current = self.manager.build_session_projection().model or {}
         # Built inside a running event loop, a session another process holds is not waited for
         # here (that would stall the loop): the entries go in with the memory's next write.
-        with self.manager.batch(wait=not _loop_running()):
+        with self.manager.batch(wait=not loop_running()):
             if (current.get("provider"), current.get("modelId")) != (self.model["provider"], self.model["id"]):
                 self.manager.append_model_change(self.model["provider"], self.model["id"])
             if fresh:
@@ -516,11 +517,3 @@ def _is_custom_entry(message: Any) -> bool:
 def _has_usage(message: dict[str, Any]) -> bool:
     tokens = calculate_context_tokens(message.get("usage"))
     return tokens == tokens and tokens > 0  # NaN (malformed) is no usage
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
