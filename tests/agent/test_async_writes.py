@@ -86,9 +86,11 @@ class ForeignLock:
         self.taken_at = time.monotonic()
 
         def release() -> None:
+            # Marked released before the lock goes: an operation waiting for it can end the
+            # instant `close` returns, before this thread would run another line.
             self.released_at = time.monotonic()
-            os.close(fd)
             self.released.set()
+            os.close(fd)
 
         threading.Timer(HOLD_SECONDS, release).start()
 
