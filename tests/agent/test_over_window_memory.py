@@ -119,3 +119,26 @@ def test_the_compaction_adds_under_a_third_of_the_file_to_an_opened_session(tmp_
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["compactions"] == 1
     assert result["own"] < 0.3 * size_mb, f"the compaction added {result['own']:.1f} MB to a {size_mb:.1f} MB session"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc (VmHWM reset)")
+def test_chunk_requests_in_flight_hold_their_prompt_and_body_only(tmp_path: Path) -> None:
+    """A 64k summarizer window (threshold 48000): six chunk requests of ~0.15 MB of text, four
+    in flight at once. Each used to hold its text four times while in flight (the serialized
+    parts, their join, the prompt made from it, the body): the compaction added 1.35x the file
+    (2.4 MB) to the opened session. Now the parts are made when joined and the join is the
+    prompt builder's alone, so a request holds its prompt and its body: 0.95x."""
+    path = write_session(tmp_path, 800_000, 1_200_000)
+    size_mb = path.stat().st_size / 2**20
+    settings = {"reserveTokens": 16_000, "keepRecentTokens": 2000}
+    with ScriptedModelServer() as server:
+        model = server.model(context_window=64_000, max_tokens=4096)
+        server.expect(*[text(NOTE).when(lambda r: "go on" not in json.dumps(r.body)) for _ in range(50)])
+        server.expect(text("carrying on").when(lambda r: "go on" in json.dumps(r.body)))
+        args = {"path": str(path), "model": dict(model), "settings": settings}
+        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["compactions"] == 1
+    assert result["own"] < 1.15 * size_mb, f"the compaction added {result['own']:.1f} MB to a {size_mb:.1f} MB session"

@@ -41,7 +41,7 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from picontext.ai.overflow import is_context_overflow
 from picontext.compaction import prompts
@@ -257,16 +257,58 @@ def chunk_conversation(parts: Sequence[str], budget_tokens: int | None) -> list[
     return ["\n\n".join(group) for group in _chunk_parts(parts, budget_tokens)]
 
 
-def _chunk_parts(parts: Sequence[str], budget_tokens: int | None) -> list[list[str]]:
+def _chunk_parts(parts: Sequence[str], budget_tokens: int | None) -> list[Sequence[str]]:
+    """`parts` itself when it fits, else one `_Pieces` per chunk (its text made when read)."""
+    if budget_tokens is None:
+        return [parts]
     sizes = _sizes(parts)
-    if budget_tokens is None or _span_tokens(sizes) <= budget_tokens:
-        return [list(parts)]
-    return [[_piece(parts[i], start, end) for i, start, end in _segments(chunk, lambda i: sizes[i][0])]
-            for chunk in _plan(sizes, budget_tokens)]
+    if _span_tokens(sizes) <= budget_tokens:
+        return [parts]
+    return [_Pieces(parts.__getitem__, chunk, lambda i: sizes[i][0]) for chunk in _plan(sizes, budget_tokens)]
 
 
 def _piece(part: str, start: int, end: int) -> str:
     return part if start == 0 and end == len(part) else part[start:end]
+
+
+class _Pieces(Sequence[str]):
+    """The text parts of one request: the segments of `chunk` over parts of `points(i)` code
+    points, each made from its source when read (`part(i)`, sliced). A request in flight holds
+    its prompt and its body; the parts it was joined from are not held beside them (with four
+    chunk requests at once they were a third of the compaction's own peak). Four numbers a
+    chunk; its segments are listed only for a chunk refused as too large, cut again from the
+    same sources."""
+
+    __slots__ = ("_chunk", "_part", "_points", "_segments")
+
+    def __init__(self, part: Callable[[int], str], chunk: Chunk, points: Callable[[int], int]) -> None:
+        self._part = part
+        self._chunk = chunk
+        self._points = points
+        self._segments: list[Segment] | None = None
+
+    def _listed(self) -> list[Segment]:
+        if self._segments is None:
+            self._segments = list(_segments(self._chunk, self._points))
+        return self._segments
+
+    def __len__(self) -> int:
+        return len(self._listed())
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        part, start, end = self._listed()[index]
+        return _piece(self._part(part), start, end)
+
+    def __iter__(self) -> Iterator[str]:
+        part = self._part
+        for index, start, end in _segments(self._chunk, self._points):
+            yield _piece(part(index), start, end)
 
 
 async def _fold(parts: Sequence[str], budget: int | None, summary: str | None,
@@ -276,7 +318,7 @@ async def _fold(parts: Sequence[str], budget: int | None, summary: str | None,
     estimated size (each half again if need be), so the fold goes on where the estimate was short."""
     for chunk in _chunk_parts(parts, budget):
         try:
-            summary = await ask("\n\n".join(chunk), summary)
+            summary = await ask("\n\n".join(chunk), summary)  # the text is the callee's alone
         except SummaryOverflow:
             smaller = _span_tokens(_sizes(chunk)) // 2
             if smaller < MIN_CHUNK_TOKENS:
@@ -316,11 +358,14 @@ class _Span:
     def tokens(self) -> int:
         return _span_tokens(self.sizes())
 
-    def parts(self) -> list[str]:
-        return [self.part(i) for i, points in enumerate(self.points) if points]
+    def parts(self) -> Sequence[str]:
+        """The non-empty parts, each serialized when read (called for a span that fits one request)."""
+        count = len(self.points)
+        return _Pieces(self.part, (0, 0, count - 1, self.points[-1] if count else 0), self.points.__getitem__)
 
-    def pieces(self, chunk: Chunk) -> list[str]:
-        return [_piece(self.part(i), start, end) for i, start, end in _segments(chunk, self.points.__getitem__)]
+    def pieces(self, chunk: Chunk) -> Sequence[str]:
+        """The segments of `chunk`, each serialized when read."""
+        return _Pieces(self.part, chunk, self.points.__getitem__)
 
 
 async def _first_error(*jobs: Coroutine[Any, Any, Any]) -> list[Any]:
@@ -462,9 +507,10 @@ async def _chunk_notes(calls: _Calls, kind: _Kind, span: _Span, chunks: list[Chu
     async def note(index: int) -> None:
         nonlocal done
 
-        async def ask(text: str, summary: str | None) -> str:
-            return await calls.ask(kind.chunk(text, summary, index + 1, count), max_tokens, kind.label,
-                                   material=True)
+        def ask(text: str, summary: str | None) -> Awaitable[str]:
+            # Not a coroutine of its own: one would hold `text` (the chunk) next to the prompt
+            # made from it for as long as the request is in flight.
+            return calls.ask(kind.chunk(text, summary, index + 1, count), max_tokens, kind.label, material=True)
 
         written = await _fold(span.pieces(chunks[index]), None, None, ask)
         assert written is not None
