@@ -100,6 +100,19 @@ def test_parent_positions_equal_parent_lookup(seed: int) -> None:
     assert index.parent_positions() == expected
 
 
+@pytest.mark.parametrize("odd_id", ["", None])
+def test_an_empty_or_null_parent_names_no_entry(odd_id: Any) -> None:
+    # String or null parents only (the shape mapped in C), and an entry whose id is "" or null:
+    # a parentId "" or null still names no entry (Pi follows only a truthy parentId).
+    file_entries: list[Any] = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z"}]
+    for i, (key, parent) in enumerate([("a", None), (odd_id, "a"), ("b", odd_id), ("c", ""), ("d", "b")]):
+        file_entries.append({"type": "label", "id": key, "parentId": parent, "targetId": "x",
+                             "timestamp": f"2026-01-01T00:00:0{i}Z"})
+    index = EntryIndex()
+    index.load(file_entries)
+    assert index.parent_positions() == [None, 0, None, None, 2]
+
+
 def _usage_shapes(rng: random.Random) -> dict[str, Any]:
     usage: dict[str, Any] = {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0,
                              "totalTokens": rng.choice([15, 0, -3, 2.5, True, None, "7", 10**20])}
