@@ -456,41 +456,54 @@ class BranchEstimate:
             return estimate_before(self.path, len(self.path), self.fold_from)
         return self._pure()
 
+    def add_message(self, entry: dict[str, Any], message: dict[str, Any], role: Any) -> None:
+        """`add` of a `message` entry whose message (an object) and its role the caller has read
+        already (most entries of a walk along a branch)."""
+        pos = len(self.path)
+        self.path.append(entry)
+        key = entry.get("id")
+        self._take(key, self.live.append_message(entry, pos, key, message, role))
+
+    def _take(self, key: Any, added: list[Any]) -> None:
+        """Count the messages that the content entry with id `key` added to the context."""
+        if self._edit_targets and hashable(key) and key in self._edit_targets:
+            self._sum(added)
+            self._anchor = None  # an edit written before its target: let the estimator sort it out
+            self._exotic = True
+            return
+        # The messages this entry adds (no edit applies to it: none targeted it so far), each
+        # estimated once and remembered for the re-sums after compactions and edits.
+        seen = self._seen
+        for m in added:
+            tokens = -(-message_chars(m) // 4)  # estimate_tokens
+            seen[id(m)] = (m, tokens)
+            role = m.get("role") if type(m) is dict else None
+            if role == "system":
+                self._system_stale = True
+                self._trailing += tokens
+                continue
+            self._others += tokens
+            if role == "assistant":  # get_assistant_usage, inline
+                usage = m.get("usage")
+                if isinstance(usage, dict) and (stop := m.get("stopReason")) != "aborted" and stop != "error":
+                    total = usage.get("totalTokens")  # calculate_context_tokens' usual case inline
+                    anchor = total if type(total) is int and total > 0 else calculate_context_tokens(usage)
+                    if anchor > 0:
+                        self._anchor, self._trailing, self._exotic = anchor, 0, False
+                        continue
+            self._trailing += tokens
+
     def add(self, entry: Entry) -> None:
         """The next entry of the branch."""
+        kind = entry.get("type") if type(entry) is dict else None
+        if kind == "message" and type(message := entry.get("message")) is dict:
+            self.add_message(entry, message, message.get("role"))
+            return
         pos = len(self.path)
         self.path.append(entry)
         live = self.live
-        kind = entry.get("type") if type(entry) is dict else None
         if type(kind) is str and kind in _CONTENT:  # a list or object is no type (Pi: Set.has)
-            added = live.append(entry, pos)
-            if self._edit_targets:
-                key = entry.get("id")
-                if hashable(key) and key in self._edit_targets:
-                    self._sum(added)
-                    self._anchor = None  # an edit written before its target: let the estimator sort it out
-                    self._exotic = True
-                    return
-            # The messages this entry adds (no edit applies to it: none targeted it so far), each
-            # estimated once and remembered for the re-sums after compactions and edits.
-            seen = self._seen
-            for m in added:
-                tokens = -(-message_chars(m) // 4)  # estimate_tokens
-                seen[id(m)] = (m, tokens)
-                role = m.get("role") if type(m) is dict else None
-                if role == "system":
-                    self._system_stale = True
-                    self._trailing += tokens
-                    continue
-                self._others += tokens
-                if role == "assistant":  # get_assistant_usage, inline
-                    usage = m.get("usage")
-                    if isinstance(usage, dict) and m.get("stopReason") not in ("aborted", "error"):
-                        anchor = calculate_context_tokens(usage)
-                        if anchor > 0:
-                            self._anchor, self._trailing, self._exotic = anchor, 0, False
-                            continue
-                self._trailing += tokens
+            self._take(entry.get("id"), live.append(entry, pos))
         elif kind == "compaction":
             live.append(entry, pos)
             self._others = 0

@@ -147,7 +147,12 @@ def dropped_on(branch: Sequence[Any], projection: SessionProjection) -> list[Dro
 
 def dropped_reasons(branch: Sequence[Any], projection: SessionProjection) -> list[tuple[int, str, str, Any]]:
     """What `dropped_on` reports, without the texts: `(position on the branch, role, why, by)`."""
-    visible = {id_key(item.source_entry) for item in projection.entries if item.messages}
+    visible = set()
+    for item in projection.entries:  # {id_key(source) of each item with messages}, the usual id inline
+        if item.messages:
+            source = item.source_entry
+            source_id = source.get("id") if type(source) is dict else None
+            visible.add(source_id if type(source_id) is str else id_key(source))
     edits = collect_edits(branch)
     latest_compaction = next((e for e in reversed(branch) if field_of(e, "type") == "compaction"), None)
     out: list[tuple[int, str, str, Any]] = []

@@ -28,6 +28,9 @@ def key_of(value: Any) -> Hashable | None:
     return value if hashable(value) else None
 
 
+_STR_OR_NONE = frozenset({str, type(None)})
+
+
 def parent_lookup(by_id: dict[Hashable, int], parent: Any) -> int | None:
     """Pi follows a parentId only when it is truthy; unhashable values never match an id."""
     if not parent or parent is UNSET or not hashable(parent):
@@ -249,5 +252,9 @@ class EntryIndex:
             parents = [e.parentId if type(e) is RawLine else (e.get("parentId") if type(e) is dict else None)
                        for e in self.entries]
             get = by_id.get
-            self._parent_pos = [get(p) if type(p) is str and p else parent_lookup(by_id, p) for p in parents]
+            if set(map(type, parents)) <= _STR_OR_NONE and "" not in by_id and None not in by_id:
+                # parent_lookup of each, mapped in C: an empty or null parentId names no entry here
+                self._parent_pos = list(map(get, parents))
+            else:
+                self._parent_pos = [get(p) if type(p) is str and p else parent_lookup(by_id, p) for p in parents]
         return self._parent_pos

@@ -126,6 +126,10 @@ class LiveProjection:
             kind, entry_id = entry.get("type"), entry.get("id")
         else:
             kind = entry_id = None
+        if kind == "message":
+            message = entry.get("message")
+            return self.append_message(entry, index, entry_id, message,
+                                       message.get("role") if type(message) is dict else None)
         position = len(self._path)
         self._path.append(index)
         self._path_ids.append(entry_id)
@@ -133,11 +137,6 @@ class LiveProjection:
             self._path_id_set.add(entry_id)
         if self._path_pos is not None and hashable(entry_id):
             self._path_pos.setdefault(entry_id, position)
-        if kind == "message":
-            message = entry.get("message")
-            if type(message) is dict and message.get("role") == "assistant":
-                self._model_entry, self._settings = entry, None
-            return self._context.append_message(entry, entry_id, message)
         if kind == "compaction":
             self.last_compaction = position
             self._context.reset(self._fold(entry))
@@ -147,6 +146,21 @@ class LiveProjection:
         elif kind == "model_change":
             self._model_entry, self._settings = entry, None
         return self._context.append(entry)
+
+    def append_message(self, entry: dict[str, Any], index: int, entry_id: Any, message: Any, role: Any) -> list[Any]:
+        """`append` of a `message` entry whose id, message and role (None unless the message
+        is an object) the caller has read already (a walk along a long branch appends mostly these)."""
+        position = len(self._path)
+        self._path.append(index)
+        self._path_ids.append(entry_id)
+        if type(entry_id) is str or hashable(entry_id):
+            if self._path_id_set is not None:
+                self._path_id_set.add(entry_id)
+            if self._path_pos is not None:
+                self._path_pos.setdefault(entry_id, position)
+        if role == "assistant":
+            self._model_entry, self._settings = entry, None
+        return self._context.append_message(entry, entry_id, message)
 
     def projection(self) -> SessionProjection:
         """The projection of the path, in O(1): read-only views, never copies."""

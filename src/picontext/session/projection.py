@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Final, TypeVar, overload
 
+import msgspec
+
 from picontext._clock import js_date_ms
 from picontext._gc import gc_paused
 
@@ -403,10 +405,10 @@ class PrefixView(Sequence[T]):
         return count <= self._len and all(map(operator.is_, islice(self._items, count), other))
 
 
-@dataclass(slots=True)
-class ProjectedEntry:
+class ProjectedEntry(msgspec.Struct):
     """One folded context entry and the messages it projects to. Never changed once made: an
-    edit gives its target a new `ProjectedEntry`."""
+    edit gives its target a new `ProjectedEntry`. (A `msgspec.Struct`, made in C: a walk along a
+    long branch makes one per entry.)"""
 
     source_entry: Entry
     messages: list[Any]
@@ -538,7 +540,7 @@ class ProjectedContext:
         self.entries.append(entry)
         edits = self._edits
         if type(message) is dict and message.get("content") is not None and (
-                not edits or not hashable(key) or key not in edits):
+                not edits or (key not in edits if type(key) is str else not hashable(key) or key not in edits)):
             messages = [message]  # the common case (project_context_entry's first rule), inline
         else:
             messages = project_context_entry(entry, position, edits)

@@ -153,8 +153,8 @@ def _add_usage(row: dict[str, Any], usage: Any) -> None:
             if type(value) in _NUMBER:
                 row[key] = row.get(key, 0) + value
     cost = get("cost")
-    if isinstance(cost, dict) and isinstance(cost.get("total"), int | float):
-        row["cost"] = row.get("cost", 0) + cost["total"]
+    if isinstance(cost, dict) and isinstance(total := cost.get("total"), _NUMBER):
+        row["cost"] = row.get("cost", 0) + total
 
 
 class _ModelsTable:
@@ -250,6 +250,7 @@ def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
     width = PREVIEW_CHARS
     limit = width * 4
     head = width * 2
+    after = width + 1
     message: Any
     for i, entry in enumerate(entries):
         if type(entry) is dict:
@@ -270,8 +271,16 @@ def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
             text = entry_text(entry)
             # `_short`: the start of a long text is enough. one_line(text, width, limit) flattens
             # the first 2 * width characters first: when they fill the width, that is its answer.
-            flat = " ".join(text[:head].split())
-            plain = flat[: width - 1] + "…" if len(flat) > width else one_line(text, width, limit)
+            # Its first width + 1 characters without a whitespace run (no whitespace but single
+            # spaces inside, and `isprintable` is False for any other whitespace) are the flat
+            # text's own: then there is nothing to split.
+            start = text[:after]
+            if len(start) == after and start.isprintable() and start[0] != " " and start[-1] != " " \
+                    and "  " not in start:
+                plain = start[: width - 1] + "…"
+            else:
+                flat = " ".join(text[:head].split())
+                plain = flat[: width - 1] + "…" if len(flat) > width else one_line(text, width, limit)
             # Only a system prompt's preview is not its text's (a custom message has no role).
             preview = (_system_preview(entry, text) or plain) if role == "system" or kind != "message" else plain
             chars[i] = len(text)
@@ -473,7 +482,8 @@ class _View:
         where = on_branch.get
         for position, _role, why, by in reasons:
             at = branch_index[position]  # the dropped entry itself
-            tree_at = where(str(branch[position].get("id")), -1)
+            key = ids[position]  # its id, read without touching the entry again (UNSET: none)
+            tree_at = where(key if type(key) is str else str(None if key is UNSET else key), -1)
             dropped.append([tree_at, _WHY[why], where(by, -1) if by is not None else -1, chars[at]])
             shows[tree_at] = at
         # Most entries of a long session are dropped ones: their preview is the one `dropped`
@@ -564,8 +574,8 @@ def _compactions(branch: list[Any], branch_index: list[int], timeline: Timeline)
 
 def _codes(values: list[str]) -> dict[str, Any]:
     """A column of few distinct strings as `{names, codes}` (the page expands it)."""
-    names: dict[str, int] = {}
-    return {"codes": [names.setdefault(v, len(names)) for v in values], "names": list(names)}
+    names = {name: code for code, name in enumerate(dict.fromkeys(values))}  # in order of first use
+    return {"codes": list(map(names.__getitem__, values)), "names": list(names)}
 
 
 def _model_ref(assistant_entry: Any) -> dict[str, Any] | None:

@@ -90,32 +90,45 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
     out = Timeline()
     walk = BranchEstimate()
     live = walk.live
-    add = walk.add
+    add, add_message, tokens = walk.add, walk.add_message, walk.tokens
+    requests = out.requests
+    models: dict[tuple[str, str], tuple[int | None, str]] = {}  # (provider, model) -> window, name
     last_request_overflowed = False
     for pos, entry in enumerate(path):
         kind = entry.get("type") if type(entry) is dict else None
         if kind == "message":
             message = entry.get("message")
-            if type(message) is dict and message.get("role") == "assistant":
+            if type(message) is not dict:
+                add(entry)
+                continue
+            role = message.get("role")
+            if role == "assistant":
                 # get_assistant_usage and the usage's context tokens, in one
                 usage = message.get("usage")
+                stop = message.get("stopReason")
                 reported = None
-                if isinstance(usage, dict) and message.get("stopReason") not in ("aborted", "error"):
-                    total = calculate_context_tokens(usage)
+                if isinstance(usage, dict) and stop != "aborted" and stop != "error":
+                    total = usage.get("totalTokens")  # calculate_context_tokens' usual case inline
+                    if type(total) is not int or total <= 0:
+                        total = calculate_context_tokens(usage)
                     reported = total if total > 0 else None
-                provider, model = str(message.get("provider", "?")), str(message.get("model", "?"))
-                window = window_of(provider, model)
-                out.requests.append(Request(pos, reported, walk.tokens(), window, f"{provider}/{model}"))
-                last_request_overflowed = message.get("stopReason") == "error" and is_context_overflow(message, window)
+                provider, model = message.get("provider", "?"), message.get("model", "?")
+                known = models.get((provider, model)) if type(provider) is str and type(model) is str else None
+                if known is None:
+                    provider, model = str(provider), str(model)
+                    known = models[(provider, model)] = (window_of(provider, model), f"{provider}/{model}")
+                window = known[0]
+                requests.append(Request(pos, reported, tokens(), window, known[1]))
+                last_request_overflowed = stop == "error" and is_context_overflow(message, window)
                 if last_request_overflowed:
                     out.overflows.append(pos)
-            add(entry)
+            add_message(entry, message, role)
         elif kind == "compaction":
             before = live.context_entries  # replaced, not changed, by the fold below
             add(entry)
             kept = entry.get("firstKeptEntryId")
             out.compactions.append(CompactionMark(
-                pos, len(out.requests), entry.get("tokensBefore"), walk.tokens(), last_request_overflowed,
+                pos, len(requests), entry.get("tokensBefore"), tokens(), last_request_overflowed,
                 walk.fold_from, summarized=_summarized(before, live.context_entries),
                 kept=live.path_position(kept) if hashable(kept) else None))
         else:
