@@ -99,6 +99,21 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def _compacted_in_a_child(path: Path, window: int, settings: dict[str, Any], notes: int) -> dict[str, Any]:
+    """The session opened and continued (one compaction, then "go on") in a fresh process, the
+    summarizer scripted to answer up to `notes` summary requests; the child's report."""
+    with ScriptedModelServer() as server:
+        model = server.model(context_window=window, max_tokens=4096)
+        server.expect(*[text(NOTE).when(lambda r: "go on" not in json.dumps(r.body)) for _ in range(notes)])
+        server.expect(text("carrying on").when(lambda r: "go on" in json.dumps(r.body)))
+        args = {"path": str(path), "model": dict(model), "settings": settings}
+        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+    report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return report
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc (VmHWM reset)")
 def test_the_compaction_adds_under_a_third_of_the_file_to_an_opened_session(tmp_path: Path) -> None:
     """Half the tokens in ordinary turns (5 MB, 55 summary requests). The opened session itself
@@ -108,15 +123,7 @@ def test_the_compaction_adds_under_a_third_of_the_file_to_an_opened_session(tmp_
     0.20-0.23x."""
     path = write_session(tmp_path, 2_000_000, 2_000_000)
     size_mb = path.stat().st_size / 2**20
-    with ScriptedModelServer() as server:
-        model = server.model(context_window=WINDOW, max_tokens=4096)
-        server.expect(*[text(NOTE).when(lambda r: "go on" not in json.dumps(r.body)) for _ in range(200)])
-        server.expect(text("carrying on").when(lambda r: "go on" in json.dumps(r.body)))
-        args = {"path": str(path), "model": dict(model), "settings": SETTINGS}
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
-                             timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = _compacted_in_a_child(path, WINDOW, SETTINGS, notes=200)
     assert result["compactions"] == 1
     assert result["own"] < 0.3 * size_mb, f"the compaction added {result['own']:.1f} MB to a {size_mb:.1f} MB session"
 
@@ -130,15 +137,6 @@ def test_chunk_requests_in_flight_hold_their_prompt_and_body_only(tmp_path: Path
     prompt builder's alone, so a request holds its prompt and its body: 0.95x."""
     path = write_session(tmp_path, 800_000, 1_200_000)
     size_mb = path.stat().st_size / 2**20
-    settings = {"reserveTokens": 16_000, "keepRecentTokens": 2000}
-    with ScriptedModelServer() as server:
-        model = server.model(context_window=64_000, max_tokens=4096)
-        server.expect(*[text(NOTE).when(lambda r: "go on" not in json.dumps(r.body)) for _ in range(50)])
-        server.expect(text("carrying on").when(lambda r: "go on" in json.dumps(r.body)))
-        args = {"path": str(path), "model": dict(model), "settings": settings}
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
-                             timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = _compacted_in_a_child(path, 64_000, {"reserveTokens": 16_000, "keepRecentTokens": 2000}, notes=50)
     assert result["compactions"] == 1
     assert result["own"] < 1.15 * size_mb, f"the compaction added {result['own']:.1f} MB to a {size_mb:.1f} MB session"

@@ -130,13 +130,7 @@ class LiveProjection:
             message = entry.get("message")
             return self.append_message(entry, index, entry_id, message,
                                        message.get("role") if type(message) is dict else None)
-        position = len(self._path)
-        self._path.append(index)
-        self._path_ids.append(entry_id)
-        if self._path_id_set is not None and hashable(entry_id):
-            self._path_id_set.add(entry_id)
-        if self._path_pos is not None and hashable(entry_id):
-            self._path_pos.setdefault(entry_id, position)
+        position = self._extend_path(index, entry_id)
         if kind == "compaction":
             self.last_compaction = position
             self._context.reset(self._fold(entry))
@@ -150,6 +144,13 @@ class LiveProjection:
     def append_message(self, entry: dict[str, Any], index: int, entry_id: Any, message: Any, role: Any) -> list[Any]:
         """`append` of a `message` entry whose id, message and role (None unless the message
         is an object) the caller has read already (a walk along a long branch appends mostly these)."""
+        self._extend_path(index, entry_id)
+        if role == "assistant":
+            self._model_entry, self._settings = entry, None
+        return self._context.append_message(entry, entry_id, message)
+
+    def _extend_path(self, index: int, entry_id: Any) -> int:
+        """The path and its id maps extended by the entry at `index`; returns its position."""
         position = len(self._path)
         self._path.append(index)
         self._path_ids.append(entry_id)
@@ -158,9 +159,7 @@ class LiveProjection:
                 self._path_id_set.add(entry_id)
             if self._path_pos is not None:
                 self._path_pos.setdefault(entry_id, position)
-        if role == "assistant":
-            self._model_entry, self._settings = entry, None
-        return self._context.append_message(entry, entry_id, message)
+        return position
 
     def projection(self) -> SessionProjection:
         """The projection of the path, in O(1): read-only views, never copies."""
