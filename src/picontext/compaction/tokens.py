@@ -163,6 +163,8 @@ def _num(value: Any) -> float:
 
 def calculate_context_tokens(usage: Any) -> int | float:
     """`totalTokens` when non-zero, else input + output + cacheRead + cacheWrite (NaN if malformed)."""
+    if type(usage) is dict and type(total := usage.get("totalTokens")) is int and total:
+        return total  # the usual case, ahead of the general checks (a walk makes one call per request)
     if not isinstance(usage, dict):
         return math.nan
     total = usage.get("totalTokens")
@@ -486,8 +488,7 @@ class BranchEstimate:
             if role == "assistant":  # get_assistant_usage, inline
                 usage = m.get("usage")
                 if isinstance(usage, dict) and (stop := m.get("stopReason")) != "aborted" and stop != "error":
-                    total = usage.get("totalTokens")  # calculate_context_tokens' usual case inline
-                    anchor = total if type(total) is int and total > 0 else calculate_context_tokens(usage)
+                    anchor = calculate_context_tokens(usage)
                     if anchor > 0:
                         self._anchor, self._trailing, self._exotic = anchor, 0, False
                         continue

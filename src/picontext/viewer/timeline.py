@@ -108,9 +108,7 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
                 stop = message.get("stopReason")
                 reported = None
                 if isinstance(usage, dict) and stop != "aborted" and stop != "error":
-                    total = usage.get("totalTokens")  # calculate_context_tokens' usual case inline
-                    if type(total) is not int or total <= 0:
-                        total = calculate_context_tokens(usage)
+                    total = calculate_context_tokens(usage)
                     reported = total if total > 0 else None
                 provider, model = message.get("provider", "?"), message.get("model", "?")
                 known = models.get((provider, model)) if type(provider) is str and type(model) is str else None
