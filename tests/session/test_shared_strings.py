@@ -123,3 +123,19 @@ def test_a_session_of_ordinary_turns_parsed_whole_stays_under_five_times_its_fil
     result = json.loads(out.stdout)
     assert result["entries"] == 8000
     assert result["peak"] < 5.0 * size_mb, f"peak {result['peak']:.2f} MB for a {size_mb:.2f} MB file"
+
+
+def test_a_one_shot_index_does_not_pay_for_sharing(tmp_path: Path) -> None:
+    """Only the index that lives with its session (a SessionManager's) shares; a reader that
+    parses and lets go (export, the read commands: `EntryIndex()`) keeps the parser's values."""
+    from picontext.session.index import EntryIndex
+    from picontext.session.records import RawLine, parse_session_bytes
+
+    path = tmp_path / "s.jsonl"
+    written = write_turns(path, 3)
+    index = EntryIndex()
+    index.load(parse_session_bytes(path.read_bytes(), lazy=True).entries)
+    assert type(index.entries[1]) is RawLine  # parsed by `entry`, as the viewer's index parses
+    first, second = index.entry(1)["message"], index.entry(5)["message"]
+    assert (first, second) == (written[1]["message"], written[5]["message"])
+    assert first["role"] is not second["role"] and first["model"] is not second["model"]

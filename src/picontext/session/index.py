@@ -67,7 +67,12 @@ class EntryIndex:
     is derived from them; `add`/`undo_add` keep them in step.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, share_strings: bool = False) -> None:
+        # On for an index that lives as long as its session (a SessionManager's, an agent's):
+        # its parsed entries then cost less memory for as long as they are held. Off for a
+        # one-shot reader (export, the read commands), which would pay ~3 us an entry parsed
+        # for memory it frees a moment later (see `_share_strings`).
+        self._share = share_strings
         self.header: dict[str, Any] = {}
         self.file_entries: list[Any] = []  # header(s) included, as read or written
         self.entries: list[Any] = []
@@ -216,7 +221,7 @@ class EntryIndex:
         item = self.entries[index]
         if type(item) is RawLine:
             item = item.parse()
-            if type(item) is dict:
+            if self._share and type(item) is dict:
                 self._share_strings(index, item)
             self.entries[index] = item
         return item

@@ -109,7 +109,7 @@ class SessionManager(ConfirmedWrites):
         self._repository = repository
         self._home: SessionHome = repository if repository is not None else SessionDirectory(self._session_dir)
         self._session_file: str | None = None
-        self._index = EntryIndex()
+        self._index = EntryIndex(share_strings=True)
         self._writer = SessionWriter(self._warn)
         self._leaf: LeafArg = None
         self._live = LiveProjection()
