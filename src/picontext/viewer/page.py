@@ -15,14 +15,16 @@ import gzip
 import hashlib
 import html
 import threading
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from picontext import __version__, _json
 
-__all__ = ["embed_json", "embedded_json", "pack", "pack_in_background", "render_page", "render_page_bytes"]
+__all__ = ["embed_json", "embedded_json", "pack", "pack_in_background", "pack_lines", "render_page",
+           "render_page_bytes"]
 
 
 def pack(data: bytes) -> str:
@@ -36,16 +38,35 @@ def _pack(data: bytes) -> bytes:
     return base64.b64encode(gzip.compress(data, compresslevel=3, mtime=0))
 
 
-def pack_in_background(data: bytes) -> Callable[[], bytes]:
+_LINES_PER_PIECE = 512
+
+
+def pack_lines(lines: Sequence[bytes]) -> bytes:
+    """`pack` (as bytes) of the lines joined by newlines, without joining them all first: the
+    deflate stream is fed a few hundred lines at a time. zlib's output does not depend on how its
+    input is cut (what `gzip.compress` writes with mtime 0 is `zlib.compress` with the gzip
+    wrapper, `wbits=31`); a 100k-entry export saves building and copying its 64 MB of lines."""
+    deflate = zlib.compressobj(3, zlib.DEFLATED, 31)
+    out: list[bytes] = []
+    for start in range(0, len(lines), _LINES_PER_PIECE):
+        if start:
+            out.append(deflate.compress(b"\n"))
+        out.append(deflate.compress(b"\n".join(lines[start:start + _LINES_PER_PIECE])))
+    out.append(deflate.flush())
+    return base64.b64encode(b"".join(out))
+
+
+def pack_in_background(data: bytes | Sequence[bytes]) -> Callable[[], bytes]:
     """`pack(data)` started now in a thread (zlib compresses without holding the GIL, so it runs
-    beside the work that builds the meta); the returned function waits for it and returns it
-    (or raises what the packing raised)."""
+    beside the work that builds the meta); `data` may be the lines, not joined yet
+    (`pack_lines`). The returned function waits for it and returns it (or raises what the
+    packing raised)."""
     done: list[bytes] = []
     failed: list[BaseException] = []
 
     def run() -> None:
         try:
-            done.append(_pack(data))
+            done.append(_pack(data) if isinstance(data, bytes) else pack_lines(data))
         except BaseException as exc:  # handed to the caller, who waits for the result
             failed.append(exc)
 
