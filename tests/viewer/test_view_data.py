@@ -50,7 +50,7 @@ def _check_deferred(path: list[Any], timeline: Timeline) -> None:
     are filled in, the same numbers at every request and compaction."""
     deferred = build_timeline(path, lambda provider, model: None, defer=True)
     assert all(path[p]["type"] == "message" for p in deferred.deferred)
-    deferred.resolve([estimate_tokens(path[position]["message"]) for position in deferred.deferred])
+    deferred.resolve(lambda position: estimate_tokens(path[position]["message"]))
     assert [(r.position, r.estimate) for r in deferred.requests] == [(r.position, r.estimate)
                                                                      for r in timeline.requests]
     assert [c.tokens_after for c in deferred.compactions] == [c.tokens_after for c in timeline.compactions]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, TypedDict
 
@@ -397,25 +398,21 @@ class _PathView:
 _CONTENT: Final = frozenset({"message", "custom_message", "branch_summary"})
 
 
+@dataclass(frozen=True, slots=True)
 class DeferredTokens:
     """An estimate of `BranchEstimate(defer=True)` whose messages' own estimates are not known
     yet: `known`, plus sign * the sum of the deferred estimates `start` to `end - 1` (numbered in
-    the order they were deferred) for each `start, end, sign` of `ranges` (flat), plus `base`
-    (an anchor's usage) if any. `value(sums)` is the number, given `sums[k]`: the sum of the
-    first k deferred estimates. (A plain class: one is made per request of a long walk.)"""
+    the order they were deferred) for each of `ranges`, plus `base` (an anchor's usage) if any.
+    `value(sums)` is the number, given `sums[k]`: the sum of the first k deferred estimates."""
 
-    __slots__ = ("base", "known", "ranges")
-
-    def __init__(self, base: int | float | None, known: int, ranges: tuple[int, ...]) -> None:
-        self.base = base
-        self.known = known
-        self.ranges = ranges
+    base: int | float | None
+    known: int
+    ranges: tuple[tuple[int, int, int], ...]
 
     def value(self, sums: Sequence[int]) -> int | float:
         total = self.known
-        ranges = self.ranges
-        for i in range(0, len(ranges), 3):
-            total += ranges[i + 2] * (sums[ranges[i + 1]] - sums[ranges[i]])
+        for start, end, sign in self.ranges:
+            total += sign * (sums[end] - sums[start])
         return total if self.base is None else self.base + total
 
 
@@ -455,20 +452,14 @@ class BranchEstimate:
         self._system_tokens = 0
         self._system_stale = False
         self._seen: dict[int, tuple[Any, int]] = {}  # id(message) -> (message, tokens): each estimated once
-        # With `defer`: the path positions of the deferred messages, and id(message) -> k, its
-        # number (the message is kept by its entry on the path, so its id is not reused); the
-        # trailing estimates include the deferred ones from `_trail_from` on, and `_others` those
-        # of `_ranges` ([start, end, sign]).
+        # With `defer`: the path positions of the deferred messages (a deferred message's tokens
+        # are `~k` in `_seen`, k its number); the trailing estimates include the deferred ones from
+        # `_trail_from` on, and `_others` those of `_ranges` ([start, end, sign]).
         self.deferred: list[int] | None = [] if defer else None
-        self._deferred_at: dict[int, int] = {}
         self._trail_from = 0
         self._ranges: list[list[int]] = []
 
     def _estimate(self, message: Any) -> int:
-        """The message's estimate; `~k` for the k-th deferred one."""
-        k = self._deferred_at.get(id(message))
-        if k is not None:
-            return ~k
         hit = self._seen.get(id(message))
         if hit is not None and hit[0] is message:  # the object is kept, so its id is not reused
             return hit[1]
@@ -498,8 +489,8 @@ class BranchEstimate:
             self._system_tokens = estimate_tokens(system) if system is not None else 0
             self._system_stale = False
         if self.deferred is not None:
-            flat = tuple(n for r in self._ranges for n in r)
-            return DeferredTokens(None, self._system_tokens + self._others, flat)
+            ranges = tuple((start, end, sign) for start, end, sign in self._ranges)
+            return DeferredTokens(None, self._system_tokens + self._others, ranges)
         return self._system_tokens + self._others
 
     def tokens(self) -> int | float | DeferredTokens:
@@ -507,7 +498,7 @@ class BranchEstimate:
         `DeferredTokens` where it depends on deferred estimates)."""
         if self._anchor is not None:
             if self.deferred is not None:
-                return DeferredTokens(self._anchor, self._trailing, (self._trail_from, len(self.deferred), 1))
+                return DeferredTokens(self._anchor, self._trailing, ((self._trail_from, len(self.deferred), 1),))
             return self._anchor + self._trailing
         if self._exotic:
             return estimate_before(self.path, len(self.path), self.fold_from)
@@ -520,21 +511,22 @@ class BranchEstimate:
         self.path.append(entry)
         key = entry.get("id")
         added = self.live.append_message(entry, pos, key, message, role)
-        deferred = self.deferred
-        # `_take` of the entry's own message (not a system message, not an edit's target), its
-        # estimate deferred: the common case of a deferring walk, inline.
-        if deferred is None or role == "system" or len(added) != 1 or added[0] is not message or (
-                self._edit_targets and hashable(key) and key in self._edit_targets):
+        if self.deferred is not None and role != "system" and len(added) == 1 and added[0] is message:
+            self._take_deferred(key, message, role, pos)
+        else:
             self._take(key, added)
+
+    def _take_deferred(self, key: Any, message: dict[str, Any], role: Any, pos: int) -> None:
+        """`_take` of a message entry's own message (not a system message), its estimate deferred."""
+        if self._edit_targets and hashable(key) and key in self._edit_targets:
+            self._take(key, [message])
             return
+        deferred = self.deferred
+        assert deferred is not None
         k = len(deferred)
         deferred.append(pos)
-        self._deferred_at[id(message)] = k
-        ranges = self._ranges
-        if ranges and (last := ranges[-1])[1] == k and last[2] == 1:
-            last[1] = k + 1
-        else:
-            ranges.append([k, k + 1, 1])
+        self._seen[id(message)] = (message, ~k)
+        self._add_range(k, 1)
         if role == "assistant":  # get_assistant_usage, inline
             usage = message.get("usage")
             if isinstance(usage, dict) and (stop := message.get("stopReason")) != "aborted" and stop != "error":

@@ -485,7 +485,7 @@ class _View:
         if timeline.deferred:
             estimates = facts.estimates
             assert estimates is not None
-            timeline.resolve(map(estimates.__getitem__, map(branch_index.__getitem__, timeline.deferred)))
+            timeline.resolve(lambda position: estimates[branch_index[position]])
         plot_models: dict[str, int] = {}
         plot = {
             "requests": [[branch_index[r.position], r.reported, r.estimate, r.window,

@@ -22,7 +22,7 @@ and each compaction's entries equal to folding the whole prefix before and after
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -67,12 +67,12 @@ class Timeline:
     projection: SessionProjection = field(default_factory=SessionProjection)  # of the whole branch
     deferred: list[int] = field(default_factory=list)  # path positions whose message estimates are awaited
 
-    def resolve(self, estimates: Iterable[int]) -> None:
-        """Complete the deferred estimates, given `estimate_tokens` of the message of the path's
-        entry at each position of `deferred`, in that order."""
+    def resolve(self, estimate_at: Callable[[int], int]) -> None:
+        """Complete the deferred estimates: `estimate_at(position)` is `estimate_tokens` of the
+        message of the path's entry at `position`, for each position of `deferred`."""
         if not self.deferred:
             return
-        sums = [0, *accumulate(estimates)]
+        sums = [0, *accumulate(map(estimate_at, self.deferred))]
         for r in self.requests:
             if type(r.estimate) is DeferredTokens:
                 r.estimate = r.estimate.value(sums)
