@@ -18,10 +18,10 @@ import pytest
 from viewer_sessions import EXAMPLE, sessiongen, write_big
 
 from picontext.cli.loading import load_session
-from picontext.compaction.tokens import DeferredTokens, calculate_context_tokens, estimate_tokens, get_assistant_usage
+from picontext.compaction.tokens import calculate_context_tokens, get_assistant_usage
 from picontext.session.projection import LAST, build_session_path, field_of, fold_path
 from picontext.viewer.model import build_view
-from picontext.viewer.timeline import Timeline, build_timeline, estimate_before
+from picontext.viewer.timeline import build_timeline, estimate_before
 
 
 def _path(file: Path) -> list[Any]:
@@ -41,20 +41,7 @@ def _check_timeline(path: list[Any]) -> int:
     for c in timeline.compactions:
         assert c.tokens_after == estimate_before(path, c.position + 1)
         assert c.tokens_before == path[c.position].get("tokensBefore")
-    _check_deferred(path, timeline)
     return len(timeline.requests)
-
-
-def _check_deferred(path: list[Any], timeline: Timeline) -> None:
-    """The walk that leaves the messages' own estimates to the export's worker gives, once they
-    are filled in, the same numbers at every request and compaction."""
-    deferred = build_timeline(path, lambda provider, model: None, defer=True)
-    assert all(path[p]["type"] == "message" for p in deferred.deferred)
-    deferred.resolve(lambda position: estimate_tokens(path[position]["message"]))
-    assert [(r.position, r.estimate) for r in deferred.requests] == [(r.position, r.estimate)
-                                                                     for r in timeline.requests]
-    assert [c.tokens_after for c in deferred.compactions] == [c.tokens_after for c in timeline.compactions]
-    assert not any(type(r.estimate) is DeferredTokens for r in deferred.requests)
 
 
 def test_timeline_equals_the_estimator_on_the_example() -> None:
@@ -66,8 +53,6 @@ def test_timeline_equals_the_estimator_on_a_generated_session_with_compactions(t
     path = _path(write_big(tmp_path / "big.jsonl", 3000, compact_every=700))
     assert sum(1 for e in path if e.get("type") == "compaction") >= 3
     assert _check_timeline(path) > 500
-    # the deferred walk leaves the common messages' estimates to be filled in
-    assert len(build_timeline(path, lambda provider, model: None, defer=True).deferred) > 2000
 
 
 VALID_SEEDS = [seed for seed in range(60) if sessiongen().generate(seed).valid]

@@ -10,7 +10,6 @@
     should_compact                    the threshold test                      (Pi shouldCompact)
     BranchEstimate                    estimate_projected_context_tokens at every point of a walk
                                       along a branch, kept current per entry (the viewer's plot)
-    DeferredTokens                    such an estimate with the messages' own estimates filled in later
 
 "chars" are JavaScript string lengths (UTF-16 code units) and JSON text is JSON.stringify's
 (spec 02 §0, §2). Malformed messages (content that is not a string or a list, blocks without
@@ -23,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, TypedDict
 
@@ -398,24 +396,6 @@ class _PathView:
 _CONTENT: Final = frozenset({"message", "custom_message", "branch_summary"})
 
 
-@dataclass(frozen=True, slots=True)
-class DeferredTokens:
-    """An estimate of `BranchEstimate(defer=True)` whose messages' own estimates are not known
-    yet: `known`, plus sign * the sum of the deferred estimates `start` to `end - 1` (numbered in
-    the order they were deferred) for each of `ranges`, plus `base` (an anchor's usage) if any.
-    `value(sums)` is the number, given `sums[k]`: the sum of the first k deferred estimates."""
-
-    base: int | float | None
-    known: int
-    ranges: tuple[tuple[int, int, int], ...]
-
-    def value(self, sums: Sequence[int]) -> int | float:
-        total = self.known
-        for start, end, sign in self.ranges:
-            total += sign * (sums[end] - sums[start])
-        return total if self.base is None else self.base + total
-
-
 class BranchEstimate:
     """`estimate_projected_context_tokens` at every point of a walk along a root-first branch,
     in linear total time: `add(entry)` for each entry in order; `tokens()` is then what the
@@ -432,14 +412,9 @@ class BranchEstimate:
     system message is replayed again only when a system message came or went. Only an edit
     written before its target (which the estimator resolves by positions) runs the estimator
     itself on the prefix.
-
-    With `defer`, the estimate of a message entry's own message (not a system message) is not
-    computed here: `deferred` lists the path positions of those entries, in order, and `tokens()`
-    returns a `DeferredTokens` that another process can complete (`estimate_tokens` of each of
-    those messages); the viewer's export has its worker compute them beside the walk.
     """
 
-    def __init__(self, *, defer: bool = False) -> None:
+    def __init__(self) -> None:
         self.path: list[Entry] = []
         self.live = LiveProjection()
         self.live.rebuild(_PathView(self.path), [])
@@ -452,12 +427,6 @@ class BranchEstimate:
         self._system_tokens = 0
         self._system_stale = False
         self._seen: dict[int, tuple[Any, int]] = {}  # id(message) -> (message, tokens): each estimated once
-        # With `defer`: the path positions of the deferred messages (a deferred message's tokens
-        # are `~k` in `_seen`, k its number); the trailing estimates include the deferred ones from
-        # `_trail_from` on, and `_others` those of `_ranges` ([start, end, sign]).
-        self.deferred: list[int] | None = [] if defer else None
-        self._trail_from = 0
-        self._ranges: list[list[int]] = []
 
     def _estimate(self, message: Any) -> int:
         hit = self._seen.get(id(message))
@@ -471,34 +440,19 @@ class BranchEstimate:
         for m in messages:
             if field_of(m, "role") == "system":
                 self._system_stale = True
-            elif (tokens := self._estimate(m)) < 0:
-                self._add_range(~tokens, sign)
             else:
-                self._others += sign * tokens
+                self._others += sign * self._estimate(m)
 
-    def _add_range(self, k: int, sign: int) -> None:
-        ranges = self._ranges
-        if ranges and (last := ranges[-1])[1] == k and last[2] == sign:
-            last[1] = k + 1
-        else:
-            ranges.append([k, k + 1, sign])
-
-    def _pure(self) -> int | DeferredTokens:
+    def _pure(self) -> int:
         if self._system_stale:
             system = get_current_system_message(self.live.projection().messages)
             self._system_tokens = estimate_tokens(system) if system is not None else 0
             self._system_stale = False
-        if self.deferred is not None:
-            ranges = tuple((start, end, sign) for start, end, sign in self._ranges)
-            return DeferredTokens(None, self._system_tokens + self._others, ranges)
         return self._system_tokens + self._others
 
-    def tokens(self) -> int | float | DeferredTokens:
-        """The estimator's answer for the context of the entries added so far (with `defer`, a
-        `DeferredTokens` where it depends on deferred estimates)."""
+    def tokens(self) -> int | float:
+        """The estimator's answer for the context of the entries added so far."""
         if self._anchor is not None:
-            if self.deferred is not None:
-                return DeferredTokens(self._anchor, self._trailing, ((self._trail_from, len(self.deferred), 1),))
             return self._anchor + self._trailing
         if self._exotic:
             return estimate_before(self.path, len(self.path), self.fold_from)
@@ -510,30 +464,7 @@ class BranchEstimate:
         pos = len(self.path)
         self.path.append(entry)
         key = entry.get("id")
-        added = self.live.append_message(entry, pos, key, message, role)
-        if self.deferred is not None and role != "system" and len(added) == 1 and added[0] is message:
-            self._take_deferred(key, message, role, pos)
-        else:
-            self._take(key, added)
-
-    def _take_deferred(self, key: Any, message: dict[str, Any], role: Any, pos: int) -> None:
-        """`_take` of a message entry's own message (not a system message), its estimate deferred."""
-        if self._edit_targets and hashable(key) and key in self._edit_targets:
-            self._take(key, [message])
-            return
-        deferred = self.deferred
-        assert deferred is not None
-        k = len(deferred)
-        deferred.append(pos)
-        self._seen[id(message)] = (message, ~k)
-        self._add_range(k, 1)
-        if role == "assistant":  # get_assistant_usage, inline
-            usage = message.get("usage")
-            if isinstance(usage, dict) and (stop := message.get("stopReason")) != "aborted" and stop != "error":
-                anchor = calculate_context_tokens(usage)
-                if anchor > 0:
-                    self._anchor, self._trailing, self._exotic = anchor, 0, False
-                    self._trail_from = k + 1
+        self._take(key, self.live.append_message(entry, pos, key, message, role))
 
     def _take(self, key: Any, added: list[Any]) -> None:
         """Count the messages that the content entry with id `key` added to the context."""
@@ -560,8 +491,6 @@ class BranchEstimate:
                     anchor = calculate_context_tokens(usage)
                     if anchor > 0:
                         self._anchor, self._trailing, self._exotic = anchor, 0, False
-                        if self.deferred is not None:
-                            self._trail_from = len(self.deferred)
                         continue
             self._trailing += tokens
 
@@ -579,7 +508,6 @@ class BranchEstimate:
         elif kind == "compaction":
             live.append(entry, pos)
             self._others = 0
-            self._ranges = []
             self._system_stale = True  # system messages may have left with the folded part
             self._sum(live.projection().messages)
             self._anchor = None
@@ -598,7 +526,6 @@ class BranchEstimate:
             live.append(entry, pos)
             if key == target:
                 self._others = 0
-                self._ranges = []
                 self._system_stale = True
                 self._sum(live.projection().messages)
             else:

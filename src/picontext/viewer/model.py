@@ -16,7 +16,6 @@ incremental projection (`timeline.py`); the page only shows it.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +28,6 @@ from picontext._gc import gc_paused
 from picontext.ai.models import ModelCatalog, default_catalog
 from picontext.compaction.records import FAILURE_TYPE, failure_line, failure_records
 from picontext.compaction.settings import CompactionSettings, load_compaction_settings
-from picontext.compaction.tokens import message_chars
 from picontext.compaction.verify import parse_ledger
 from picontext.errors import EntryNotFound, PicontextError
 from picontext.session.dropped import dropped_reasons, entry_text, one_line
@@ -202,16 +200,13 @@ class _EntryFacts:
     text and, where it may differ from the preview, the preview `dropped` makes of the whole text.
 
     `columns` holds the values; after `serialize()` they are in `json` instead, each as the
-    page embeds it (what a forked worker sends back: bytes pickle without per-object work).
-    When asked, `estimates` holds `estimate_tokens` of each message entry's message (0 for
-    other entries), what the walk along the branch deferred (`build_timeline(defer=True)`)."""
+    page embeds it (what a forked worker sends back: bytes pickle without per-object work)."""
 
     columns: dict[str, Any]
     chars: dict[int, int]
     whole_previews: dict[int, str]
     json: dict[str, bytes] = field(default_factory=dict)
     packed: bytes | None = None  # `page.pack` of the lines, when asked for
-    estimates: array[int] | None = None
 
     def serialize(self) -> None:
         self.json = {key: embedded_json(_plain_dumps(value) if key in _PLAIN else _json.dumps(value))
@@ -242,8 +237,7 @@ def _plain_dumps(value: Any) -> bytes:
         return _json.dumps(value)
 
 
-def _entry_facts(index: EntryIndex, entries: Iterable[Any], *, estimates: bool = False) -> _EntryFacts:
-    estimated = array("q", bytes(8 * len(index))) if estimates else None
+def _entry_facts(index: EntryIndex, entries: Iterable[Any]) -> _EntryFacts:
     ids: list[str] = []
     kinds: list[str] = []
     roles: list[str] = []
@@ -290,8 +284,6 @@ def _entry_facts(index: EntryIndex, entries: Iterable[Any], *, estimates: bool =
             # Only a system prompt's preview is not its text's (a custom message has no role).
             preview = (_system_preview(entry, text) or plain) if role == "system" or kind != "message" else plain
             chars[i] = len(text)
-            if estimated is not None and type(message) is dict:
-                estimated[i] = -(-message_chars(message) // 4)  # estimate_tokens
             # `dropped` previews the whole text: differently where the preview saw only the start
             # of a long text, or is a system prompt's.
             if preview is not plain or (len(text) > limit and not plain.endswith("…")):
@@ -309,7 +301,7 @@ def _entry_facts(index: EntryIndex, entries: Iterable[Any], *, estimates: bool =
     order, prefix, labels = _tree_rows(index)
     columns = {"ids": ids, "kinds": _codes(kinds), "roles": _codes(roles), "flags": flags, "previews": shown,
                "order": order, "prefix": prefix, "labels": labels, "models": models.table()}
-    return _EntryFacts(columns, chars, whole, estimates=estimated)
+    return _EntryFacts(columns, chars, whole)
 
 
 def _ledger(entry: dict[str, Any]) -> dict[str, Any]:
@@ -379,14 +371,14 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
 
         def own_facts() -> _EntryFacts:
             pack = packing if packing is not None else pack_in_background(view.line_list())
-            facts = _entry_facts(view.index, view.each_entry(), estimates=forking)
+            facts = _entry_facts(view.index, view.each_entry())
             if forking:  # sent back as bytes; in this process, serialized once the previews are final
                 facts.serialize()
             facts.packed = pack()
             return facts
 
         with beside(own_facts, parallel=parallel) as facts_of:
-            own, facts = view.meta(facts_of, file_name, catalog, settings, defer=forking)
+            own, facts = view.meta(facts_of, file_name, catalog, settings)
         if not facts.json:
             facts.serialize()
         assert facts.packed is not None
@@ -454,18 +446,16 @@ class _View:
         return stored  # type: ignore[return-value]
 
     def meta(self, facts: _EntryFacts | Callable[[], _EntryFacts], file_name: str, catalog: ModelCatalog | None,
-             settings: CompactionSettings | None, *, defer: bool = False) -> tuple[dict[str, Any], _EntryFacts]:
+             settings: CompactionSettings | None) -> tuple[dict[str, Any], _EntryFacts]:
         """The meta's values that depend on the branch (every key of `_KEYS` not in `_OWN`), and
         the facts they used, their previews corrected where `dropped` shows another; `facts`
-        may be a function that gives them, called when the branch's part is done. With `defer`,
-        the facts bring the messages' estimates (`_EntryFacts.estimates`): the walk leaves them
-        to the facts' maker (a worker process running beside it) instead of computing them."""
+        may be a function that gives them, called when the branch's part is done."""
         index, branch_index = self.index, self.branch_index
         branch = [index.entry(i) for i in branch_index]
         catalog = catalog if catalog is not None else _safe_catalog()
         # One walk along the branch, over one incremental projection: the plot, each compaction's
         # summarized entries, and the branch's projection that `dropped` reads.
-        timeline = build_timeline(branch, _window_lookup(catalog), defer=defer)
+        timeline = build_timeline(branch, _window_lookup(catalog))
         reasons = dropped_reasons(branch, timeline.projection)
         last_model = next((m for m in reversed(branch) if field_of(field_of(m, "message"), "role") == "assistant"),
                           None)
@@ -475,17 +465,6 @@ class _View:
             except PicontextError:
                 settings = CompactionSettings()
         compactions = _compactions(branch, branch_index, timeline)
-        ids = index.ids_of(branch_index)
-        try:  # id -> position (the last on the branch with that id), built in C
-            on_branch: dict[Any, int] = dict(zip(ids, branch_index, strict=True))
-        except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
-            on_branch = {k: i for k, i in zip(ids, branch_index, strict=True) if hashable(k)}
-        if not isinstance(facts, _EntryFacts):
-            facts = facts()
-        if timeline.deferred:
-            estimates = facts.estimates
-            assert estimates is not None
-            timeline.resolve(lambda position: estimates[branch_index[position]])
         plot_models: dict[str, int] = {}
         plot = {
             "requests": [[branch_index[r.position], r.reported, r.estimate, r.window,
@@ -496,6 +475,13 @@ class _View:
             "overflows": [branch_index[p] for p in timeline.overflows],
             "settings": settings.to_json(),
         }
+        ids = index.ids_of(branch_index)
+        try:  # id -> position (the last on the branch with that id), built in C
+            on_branch: dict[Any, int] = dict(zip(ids, branch_index, strict=True))
+        except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
+            on_branch = {k: i for k, i in zip(ids, branch_index, strict=True) if hashable(k)}
+        if not isinstance(facts, _EntryFacts):
+            facts = facts()
         chars, whole = facts.chars, facts.whole_previews
         dropped = []
         shows: dict[int, int] = {}  # tree row -> the dropped entry whose `dropped` preview it shows

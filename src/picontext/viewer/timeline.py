@@ -14,21 +14,16 @@ all, and the same projection says what each compaction folded away (its context 
 and just after it) and, at the end, what the branch's context is (for `session.dropped`).
 `tests/viewer/test_view_data.py` holds every estimate equal to the estimator run from scratch
 and each compaction's entries equal to folding the whole prefix before and after it.
-
-`build_timeline(..., defer=True)` leaves the messages' own estimates to be computed elsewhere
-(the export's worker process, beside the walk): the estimates are then `DeferredTokens` until
-`Timeline.resolve` is given those messages' estimates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 from picontext.ai.overflow import is_context_overflow
-from picontext.compaction.tokens import BranchEstimate, DeferredTokens, calculate_context_tokens, estimate_before
+from picontext.compaction.tokens import BranchEstimate, calculate_context_tokens, estimate_before
 from picontext.session.projection import SessionProjection, field_of, hashable, message_role
 
 __all__ = ["CompactionMark", "Request", "Timeline", "build_timeline", "estimate_before"]
@@ -40,7 +35,7 @@ _SUMMARIZABLE = frozenset({"message", "custom_message"})
 class Request:
     position: int  # index of the assistant entry in the branch
     reported: int | float | None
-    estimate: int | float | DeferredTokens  # a number once the timeline is resolved
+    estimate: int | float
     window: int | None
     model: str
 
@@ -50,7 +45,7 @@ class CompactionMark:
     position: int  # index of the compaction entry in the branch
     requests_before: int  # how many requests precede it (its x on the plot)
     tokens_before: Any
-    tokens_after: int | float | DeferredTokens  # a number once the timeline is resolved
+    tokens_after: int | float
     overflow: bool  # it recovered from a context overflow (the previous request overflowed)
     fold_from: int = 0  # its kept part starts here: no position before it matters to later projections
     kept: int | None = None  # where its `firstKeptEntryId` first occurs on the branch (None: nowhere)
@@ -65,21 +60,6 @@ class Timeline:
     compactions: list[CompactionMark] = field(default_factory=list)
     overflows: list[int] = field(default_factory=list)  # branch positions of overflowed requests
     projection: SessionProjection = field(default_factory=SessionProjection)  # of the whole branch
-    deferred: list[int] = field(default_factory=list)  # path positions whose message estimates are awaited
-
-    def resolve(self, estimate_at: Callable[[int], int]) -> None:
-        """Complete the deferred estimates: `estimate_at(position)` is `estimate_tokens` of the
-        message of the path's entry at `position`, for each position of `deferred`."""
-        if not self.deferred:
-            return
-        sums = [0, *accumulate(map(estimate_at, self.deferred))]
-        for r in self.requests:
-            if type(r.estimate) is DeferredTokens:
-                r.estimate = r.estimate.value(sums)
-        for c in self.compactions:
-            if type(c.tokens_after) is DeferredTokens:
-                c.tokens_after = c.tokens_after.value(sums)
-        self.deferred = []
 
 
 def _summarized(before: Sequence[Any], after: Sequence[Any]) -> list[Any]:
@@ -105,12 +85,10 @@ def _summarized(before: Sequence[Any], after: Sequence[Any]) -> list[Any]:
     return out
 
 
-def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | None], *,
-                   defer: bool = False) -> Timeline:
-    """Walk the root-first `path` once; `window_of(provider, model)` gives a model's context
-    window. With `defer`, the messages' own estimates are left to `Timeline.resolve`."""
+def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | None]) -> Timeline:
+    """Walk the root-first `path` once; `window_of(provider, model)` gives a model's context window."""
     out = Timeline()
-    walk = BranchEstimate(defer=defer)
+    walk = BranchEstimate()
     live = walk.live
     add, add_message, tokens = walk.add, walk.add_message, walk.tokens
     requests = out.requests
@@ -154,5 +132,4 @@ def build_timeline(path: Sequence[Any], window_of: Callable[[str, str], int | No
         else:
             add(entry)
     out.projection = live.projection()
-    out.deferred = walk.deferred or []
     return out
