@@ -40,7 +40,7 @@ from picontext.viewer.page import embedded_json, pack_in_background
 from picontext.viewer.parallel import beside, can_fork, spare_core
 from picontext.viewer.timeline import Timeline, build_timeline
 
-__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_data"]
+__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "page_parts", "view_data"]
 
 PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
@@ -348,7 +348,17 @@ def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
 def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
               parallel: bool | None = None, keep: list[Any] | None = None) -> tuple[bytes, bytes]:
-    """`(meta, packed lines)` as the export embeds them: `view_data`'s meta as JSON made safe
+    """`page_parts` with the meta joined."""
+    parts, packed = page_parts(file_entries, leaf, file_name=file_name, catalog=catalog, settings=settings,
+                               parallel=parallel, keep=keep)
+    return b"".join(parts), packed
+
+
+def page_parts(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
+               parallel: bool | None = None, keep: list[Any] | None = None) -> tuple[list[bytes], bytes]:
+    """`(meta, packed lines)` as the export embeds them, the meta in pieces that join into it
+    (the export writes them as they are): `view_data`'s meta as JSON made safe
     for the page (`page.embedded_json`), and `page.pack` of its lines.
 
     The entries' own facts, serialized, and the packed lines are computed beside the walk along
@@ -385,11 +395,11 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
         if keep is not None:
             keep.append(view)
         parts = [b"{"]
-        for key in _KEYS:  # joined once: the meta of 100k entries is ~20 MB
+        for key in _KEYS:  # the meta of 100k entries is ~30 MB: left in pieces, written as they are
             parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
                       else embedded_json(_json.dumps(own[key])), b",")
         parts[-1] = b"}"
-        return b"".join(parts), facts.packed
+        return parts, facts.packed
 
 
 class _View:

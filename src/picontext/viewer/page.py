@@ -24,7 +24,7 @@ from typing import Any
 from picontext import __version__, _json
 
 __all__ = ["embed_json", "embedded_json", "pack", "pack_in_background", "pack_lines", "render_page",
-           "render_page_bytes"]
+           "render_page_bytes", "render_page_parts"]
 
 
 def pack(data: bytes) -> str:
@@ -117,6 +117,14 @@ def render_page_bytes(meta: dict[str, Any] | bytes, lines: list[bytes] | bytes, 
                       stamp: str = "", packed: bytes | None = None) -> bytes:
     """`render_page` encoded as UTF-8, put together as bytes (a large page is never held as text);
     `meta` may be given as its JSON already made safe by `embedded_json`."""
+    return b"".join(render_page_parts(meta, lines, live_url=live_url, stamp=stamp, packed=packed))
+
+
+def render_page_parts(meta: dict[str, Any] | bytes | list[bytes], lines: list[bytes] | bytes, *,
+                      live_url: str | None = None, stamp: str = "", packed: bytes | None = None) -> list[bytes]:
+    """`render_page_bytes` in the pieces that make it, for a caller that writes them out as they
+    are (a 100k-entry export's page is ~40 MB: joining it is one more copy); `meta` may also be
+    the pieces of its safe JSON."""
     script = _asset("viewer.js")
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     connect = "'self'" if live_url else "'none'"
@@ -134,6 +142,8 @@ def render_page_bytes(meta: dict[str, Any] | bytes, lines: list[bytes] | bytes, 
     middle, _, tail = rest.partition("{{LINES}}")
     if packed is None:
         packed = _pack(lines if isinstance(lines, bytes) else b"\n".join(lines))
-    embedded = meta if isinstance(meta, bytes) else embedded_json(_json.dumps(meta))
-    return b"".join((head.encode("utf-8"), embedded, middle.encode("utf-8"), packed,
-                     tail.encode("utf-8")))
+    if isinstance(meta, list):
+        embedded = meta
+    else:
+        embedded = [meta if isinstance(meta, bytes) else embedded_json(_json.dumps(meta))]
+    return [head.encode("utf-8"), *embedded, middle.encode("utf-8"), packed, tail.encode("utf-8")]
