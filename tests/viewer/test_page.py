@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,14 +48,18 @@ def test_lines_packed_piece_by_piece_are_the_joined_lines_packed(lines: list[byt
         page._LINES_PER_PIECE = original
 
 
-def test_a_large_export_packed_piece_by_piece_is_the_same_bytes() -> None:
-    """Pieces of 512 lines of a few MB of varied text: deflate's window and blocks span pieces."""
+def test_a_large_export_packed_piece_by_piece_is_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces of a few thousand lines of a few MB of varied text: deflate's window and blocks
+    span pieces (the size the export uses, and smaller ones)."""
     import random
 
     rng = random.Random(5)
     words = [bytes(rng.choices(b"abcdefghij {}\":,0123456789", k=rng.randrange(1, 30))) for _ in range(500)]
-    lines = [b" ".join(rng.choices(words, k=rng.randrange(1, 200))) for _ in range(6000)]
-    assert pack_lines(lines).decode("ascii") == pack(b"\n".join(lines))
+    lines = [b" ".join(rng.choices(words, k=rng.randrange(1, 200))) for _ in range(20_000)]
+    expected = pack(b"\n".join(lines))
+    for per_piece in (page._LINES_PER_PIECE, 700):
+        monkeypatch.setattr(page, "_LINES_PER_PIECE", per_piece)
+        assert pack_lines(lines).decode("ascii") == expected
 
 
 def test_session_text_cannot_fill_the_template_placeholders() -> None:
