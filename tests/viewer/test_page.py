@@ -6,11 +6,13 @@ import base64
 import gzip
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from picontext import _json
-from picontext.viewer.page import embed_json, pack, render_page
+from picontext.viewer import page
+from picontext.viewer.page import embed_json, pack, pack_lines, render_page
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(alphabet=st.sampled_from(
@@ -31,6 +33,33 @@ def test_packed_data_is_base64_of_gzip(data: bytes) -> None:
     packed = pack(data)
     assert set(packed) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
     assert gzip.decompress(base64.b64decode(packed)) == data
+
+
+@given(st.lists(st.binary(max_size=300) | st.sampled_from([b"", b"{}", b"x" * 70_000]), max_size=40),
+       st.integers(1, 5))
+def test_lines_packed_piece_by_piece_are_the_joined_lines_packed(lines: list[bytes], per_piece: int) -> None:
+    """The export packs its lines a few at a time (`pack_lines`); the page must be the same bytes
+    as packing them joined, however the pieces fall (empty lines, long ones, none at all)."""
+    original = page._LINES_PER_PIECE
+    page._LINES_PER_PIECE = per_piece
+    try:
+        assert pack_lines(lines).decode("ascii") == pack(b"\n".join(lines))
+    finally:
+        page._LINES_PER_PIECE = original
+
+
+def test_a_large_export_packed_piece_by_piece_is_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces of a few thousand lines of a few MB of varied text: deflate's window and blocks
+    span pieces (the size the export uses, and smaller ones)."""
+    import random
+
+    rng = random.Random(5)
+    words = [bytes(rng.choices(b"abcdefghij {}\":,0123456789", k=rng.randrange(1, 30))) for _ in range(500)]
+    lines = [b" ".join(rng.choices(words, k=rng.randrange(1, 200))) for _ in range(20_000)]
+    expected = pack(b"\n".join(lines))
+    for per_piece in (page._LINES_PER_PIECE, 700):
+        monkeypatch.setattr(page, "_LINES_PER_PIECE", per_piece)
+        assert pack_lines(lines).decode("ascii") == expected
 
 
 def test_session_text_cannot_fill_the_template_placeholders() -> None:

@@ -184,3 +184,34 @@ def test_the_export_forks_only_with_a_core_to_spare(monkeypatch: Any) -> None:
 
     monkeypatch.setattr(os, "getloadavg", unavailable)
     assert parallel.spare_core()
+
+
+def test_the_export_writes_in_pieces_the_page_render_page_bytes_makes(tmp_path: Path) -> None:
+    """`picontext export` writes the page as the pieces that make it (`page_parts`,
+    `render_page_parts`), never joined: the file must be exactly the joined page, lazily read
+    sessions with compactions and edits, a whitespace-laden one, and to stdout as to a file."""
+    import contextlib
+    import io
+    import os
+    import sys
+
+    from picontext.cli.export_cmds import write_export
+    from picontext.cli.loading import read_session
+    from picontext.session.migrations import migrate_to_current
+    from picontext.viewer.page import render_page_bytes
+
+    for file in _sessions(tmp_path)[:5]:
+        out = tmp_path / "page.html"
+        write_export(str(file), None, str(out))
+        entries = read_session(str(file))[1].entries
+        migrate_to_current(entries)
+        meta, packed = page_data(entries, file_name=os.path.basename(file), parallel=False)
+        expected = render_page_bytes(meta, b"", packed=packed)
+        assert out.read_bytes() == expected, file
+        captured = io.BytesIO()
+        stdout = io.TextIOWrapper(captured)
+        with contextlib.redirect_stdout(stdout):
+            write_export(str(file), None, "-")
+            sys.stdout.flush()
+        assert captured.getvalue() == expected, file
+        stdout.detach()

@@ -40,7 +40,7 @@ from picontext.viewer.page import embedded_json, pack_in_background
 from picontext.viewer.parallel import beside, can_fork, spare_core
 from picontext.viewer.timeline import Timeline, build_timeline
 
-__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "view_data"]
+__all__ = ["PREVIEW_CHARS", "build_view", "entry_preview", "page_data", "page_parts", "view_data"]
 
 PREVIEW_CHARS = 80
 _CONTENT = ("message", "custom_message")
@@ -348,7 +348,17 @@ def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
 def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
               parallel: bool | None = None, keep: list[Any] | None = None) -> tuple[bytes, bytes]:
-    """`(meta, packed lines)` as the export embeds them: `view_data`'s meta as JSON made safe
+    """`page_parts` with the meta joined."""
+    parts, packed = page_parts(file_entries, leaf, file_name=file_name, catalog=catalog, settings=settings,
+                               parallel=parallel, keep=keep)
+    return b"".join(parts), packed
+
+
+def page_parts(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
+               catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
+               parallel: bool | None = None, keep: list[Any] | None = None) -> tuple[list[bytes], bytes]:
+    """`(meta, packed lines)` as the export embeds them, the meta in pieces that join into it
+    (the export writes them as they are): `view_data`'s meta as JSON made safe
     for the page (`page.embedded_json`), and `page.pack` of its lines.
 
     The entries' own facts, serialized, and the packed lines are computed beside the walk along
@@ -367,10 +377,10 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
         # Not forking: the lines are packed in a thread from now on, beside the walk too (a
         # thread started before a fork would stop it: `can_fork`).
         forking = parallel and can_fork()
-        packing = None if forking else pack_in_background(view.lines())
+        packing = None if forking else pack_in_background(view.line_list())
 
         def own_facts() -> _EntryFacts:
-            pack = packing if packing is not None else pack_in_background(view.lines())
+            pack = packing if packing is not None else pack_in_background(view.line_list())
             facts = _entry_facts(view.index, view.each_entry())
             if forking:  # sent back as bytes; in this process, serialized once the previews are final
                 facts.serialize()
@@ -385,11 +395,11 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
         if keep is not None:
             keep.append(view)
         parts = [b"{"]
-        for key in _KEYS:  # joined once: the meta of 100k entries is ~20 MB
+        for key in _KEYS:  # the meta of 100k entries is ~30 MB: left in pieces, written as they are
             parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
                       else embedded_json(_json.dumps(own[key])), b",")
         parts[-1] = b"}"
-        return b"".join(parts), facts.packed
+        return parts, facts.packed
 
 
 class _View:
@@ -411,7 +421,8 @@ class _View:
             raise EntryNotFound(leaf)
         self.branch_index = path_to(index, leaf) if leaf and leaf in index else []
         # Taken before anything is parsed (parsing replaces a RawLine in the index by its value).
-        self._stored = [e.line if type(e) is RawLine else None for e in index.entries]
+        # (`raw` first: the `line` property's call, for each of 100k lines, only where it is empty)
+        self._stored = [(e.raw or e.line) if type(e) is RawLine else None for e in index.entries]
 
     def entries(self) -> list[Any]:
         """Every entry, parsed, in file order."""
@@ -428,16 +439,21 @@ class _View:
         """The entries as JSON lines joined by newlines: a line the store kept unparsed as read
         (it parses to the same value), any other entry as JSON.stringify writes it."""
         stored = self._stored
-        missing = [i for i, line in enumerate(stored) if not line]
-        if len(missing) == len(stored):
+        if stored and not any(stored):
             return _json.dumps_joined_lines(self.entries())
+        return b"\n".join(self.line_list())
+
+    def line_list(self) -> list[bytes]:
+        """`lines()`, not joined."""
+        stored = self._stored
+        missing = [i for i, line in enumerate(stored) if not line]
         if missing:
-            stored = list(stored)
             entry = self.index.entry
             written = _json.dumps_joined_lines([entry(i) for i in missing]).split(b"\n")
+            stored = list(stored)
             for i, line in zip(missing, written, strict=True):
                 stored[i] = line
-        return b"\n".join(stored)  # type: ignore[arg-type]
+        return stored  # type: ignore[return-value]
 
     def meta(self, facts: _EntryFacts | Callable[[], _EntryFacts], file_name: str, catalog: ModelCatalog | None,
              settings: CompactionSettings | None) -> tuple[dict[str, Any], _EntryFacts]:

@@ -15,6 +15,7 @@ result), `work()` runs in this process instead: the result is the same, only lat
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import pickle
 import signal
@@ -71,17 +72,22 @@ def beside(work: Callable[[], T], *, parallel: bool = True) -> Iterator[Callable
         nonlocal reaped
         _, status = os.waitpid(pid, 0)
         reaped = True
+        # Unpickled straight from the file's pages (mapped, not read into one more ~40 MB copy).
         try:
             with os.fdopen(box, "rb") as source:
-                source.seek(0)  # the offset is shared with the child, which left it at the end
-                data = source.read()
-        except OSError:
-            data = b""
-        if status == 0 and data:
+                size = os.fstat(source.fileno()).st_size
+                data = mmap.mmap(source.fileno(), size, access=mmap.ACCESS_READ) if size else None
+        except (OSError, ValueError):
+            data = None
+        if data is not None:
             try:
-                return pickle.loads(data)
-            except Exception:  # a result that does not unpickle: compute it here
-                pass
+                if status == 0:
+                    try:
+                        return pickle.loads(data)
+                    except Exception:  # a result that does not unpickle: compute it here
+                        pass
+            finally:
+                data.close()
         return work()
 
     try:
