@@ -550,15 +550,16 @@ class _View:
         return rows
 
 
-@dataclass(slots=True)
 class _Dropped:
     """The dropped list as the walk finds it: per dropped entry its tree row, why (`_WHY`) and the
     row of the entry that dropped it (`rows`), and its position in the file (`at`), where the
-    entries' facts give its text's length; `shows`: tree row -> the dropped entry it shows."""
+    entries' facts give its text's length; `shows`: tree row -> the dropped entry it shows.
+    (A plain class: a dataclass is made by compiling its methods at import, ~2 M instructions.)"""
 
-    rows: list[list[int]]
-    at: list[int]
-    shows: dict[int, int]
+    __slots__ = ("at", "rows", "shows")
+
+    def __init__(self, rows: list[list[int]], at: list[int], shows: dict[int, int]) -> None:
+        self.rows, self.at, self.shows = rows, at, shows
 
 
 def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:
