@@ -90,6 +90,33 @@ def test_beside_runs_the_work_in_another_process() -> None:
     assert out == "True\n"
 
 
+def test_beside_returns_the_bytes_the_child_sends_out_of_band_as_views() -> None:
+    """Bytes the child's result wraps in `pickle.PickleBuffer` (`sent`) are stored beside the
+    pickle and come back as read-only views of the same bytes; computed here (the child failed),
+    the result is the work's own, `sent` not applied."""
+    out = in_fresh_process(
+        "import os, pickle\n"
+        "from picontext.viewer.parallel import beside\n"
+        "parent = os.getpid()\n"
+        "def work():\n"
+        "    return {'a': b'x' * 3_000_000, 'b': bytes(range(256)), 'empty': b'', 'n': os.getpid() != parent}\n"
+        "def sent(value):\n"
+        "    return {k: pickle.PickleBuffer(v) if isinstance(v, bytes) else v for k, v in value.items()}\n"
+        "with beside(work, parallel=True, sent=sent) as result:\n"
+        "    got = result()\n"
+        "print(sorted(type(v).__name__ for v in got.values()), got['n'], got['a'].readonly)\n"
+        "print(bytes(got['a']) == b'x' * 3_000_000, bytes(got['b']) == bytes(range(256)), bytes(got['empty']))\n"
+        "def fails():\n"
+        "    if os.getpid() != parent:\n"
+        "        os._exit(3)\n"
+        "    return work()\n"
+        "with beside(fails, parallel=True, sent=sent) as result:\n"
+        "    print(sorted(type(v).__name__ for v in result().values()))\n")
+    assert out == ("['bool', 'memoryview', 'memoryview', 'memoryview'] True True\n"
+                   "True True b''\n"
+                   "['bool', 'bytes', 'bytes', 'bytes']\n")
+
+
 def test_leaving_beside_without_the_result_reaps_the_child() -> None:
     out = in_fresh_process(
         "import os\n"

@@ -27,7 +27,7 @@ def default_output(path: str) -> str:
     return base + ".html"
 
 
-def _page(file_entries: list[Any], where: str, leaf: str | None, keep: list[Any]) -> list[bytes]:
+def _page(file_entries: list[Any], where: str, leaf: str | None, keep: list[Any]) -> list[bytes | memoryview]:
     """The page in the pieces that make it, written out as they are (never joined: ~40 MB for a
     100k-entry session)."""
     try:

@@ -16,9 +16,10 @@ incremental projection (`timeline.py`); the page only shows it.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from msgspec import UNSET
@@ -205,13 +206,20 @@ class _EntryFacts:
     columns: dict[str, Any]
     chars: dict[int, int]
     whole_previews: dict[int, str]
-    json: dict[str, bytes] = field(default_factory=dict)
-    packed: bytes | None = None  # `page.pack` of the lines, when asked for
+    json: dict[str, bytes | memoryview] = field(default_factory=dict)
+    packed: bytes | memoryview | None = None  # `page.pack` of the lines, when asked for
 
     def serialize(self) -> None:
         self.json = {key: embedded_json(_plain_dumps(value) if key in _PLAIN else _json.dumps(value))
                      for key, value in self.columns.items()}
         self.columns = {}
+
+    def sent(self) -> _EntryFacts:
+        """These facts serialized, as a forked worker returns them: the JSON and the packed lines
+        out of band (`parallel.beside` stores them as they are; they come back as memoryviews)."""
+        out = {key: cast(Any, pickle.PickleBuffer(value)) for key, value in self.json.items()}
+        packed = None if self.packed is None else cast(Any, pickle.PickleBuffer(self.packed))
+        return _EntryFacts({}, self.chars, self.whole_previews, out, packed)
 
     def previews(self) -> list[str]:
         """The previews column, as values (read back from its JSON when serialized)."""
@@ -341,7 +349,9 @@ def view_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
     with gc_paused():  # 100k tree nodes and rows: the collector would rescan every parsed entry each time
         view = _View(file_entries, leaf)
         lines = view.lines()
-        own, facts = view.meta(_entry_facts(view.index, view.entries()), file_name, catalog, settings)
+        own, dropped = view.meta(file_name, catalog, settings)
+        facts = _entry_facts(view.index, view.entries())
+        own["dropped"] = view.finish(dropped, facts)
         return {key: own[key] if key in own else facts.columns[key] for key in _KEYS}, lines
 
 
@@ -351,15 +361,17 @@ def page_data(file_entries: list[Any], leaf: str | None = None, *, file_name: st
     """`page_parts` with the meta joined."""
     parts, packed = page_parts(file_entries, leaf, file_name=file_name, catalog=catalog, settings=settings,
                                parallel=parallel, keep=keep)
-    return b"".join(parts), packed
+    return b"".join(parts), bytes(packed)
 
 
 def page_parts(file_entries: list[Any], leaf: str | None = None, *, file_name: str = "",
                catalog: ModelCatalog | None = None, settings: CompactionSettings | None = None,
-               parallel: bool | None = None, keep: list[Any] | None = None) -> tuple[list[bytes], bytes]:
+               parallel: bool | None = None,
+               keep: list[Any] | None = None) -> tuple[list[bytes | memoryview], bytes | memoryview]:
     """`(meta, packed lines)` as the export embeds them, the meta in pieces that join into it
-    (the export writes them as they are): `view_data`'s meta as JSON made safe
-    for the page (`page.embedded_json`), and `page.pack` of its lines.
+    (the export writes them as they are; a forked worker's are views of what it stored):
+    `view_data`'s meta as JSON made safe for the page (`page.embedded_json`), and `page.pack` of
+    its lines.
 
     The entries' own facts, serialized, and the packed lines are computed beside the walk along
     the branch: in a forked copy of this process when one can be made (`parallel.beside`; by
@@ -387,17 +399,20 @@ def page_parts(file_entries: list[Any], leaf: str | None = None, *, file_name: s
             facts.packed = pack()
             return facts
 
-        with beside(own_facts, parallel=parallel) as facts_of:
-            own, facts = view.meta(facts_of, file_name, catalog, settings)
+        with beside(own_facts, parallel=parallel, sent=_EntryFacts.sent) as facts_of:
+            own, dropped = view.meta(file_name, catalog, settings)
+            # What does not wait for the facts is written while the worker may still be at them.
+            written = {key: embedded_json(_json.dumps(value)) for key, value in own.items()}
+            facts = facts_of()
+        written["dropped"] = embedded_json(_plain_dumps(view.finish(dropped, facts)))
         if not facts.json:
             facts.serialize()
         assert facts.packed is not None
         if keep is not None:
             keep.append(view)
-        parts = [b"{"]
+        parts: list[bytes | memoryview] = [b"{"]
         for key in _KEYS:  # the meta of 100k entries is ~30 MB: left in pieces, written as they are
-            parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json
-                      else embedded_json(_json.dumps(own[key])), b",")
+            parts += (b'"', key.encode(), b'":', facts.json[key] if key in facts.json else written[key], b",")
         parts[-1] = b"}"
         return parts, facts.packed
 
@@ -455,11 +470,10 @@ class _View:
                 stored[i] = line
         return stored  # type: ignore[return-value]
 
-    def meta(self, facts: _EntryFacts | Callable[[], _EntryFacts], file_name: str, catalog: ModelCatalog | None,
-             settings: CompactionSettings | None) -> tuple[dict[str, Any], _EntryFacts]:
-        """The meta's values that depend on the branch (every key of `_KEYS` not in `_OWN`), and
-        the facts they used, their previews corrected where `dropped` shows another; `facts`
-        may be a function that gives them, called when the branch's part is done."""
+    def meta(self, file_name: str, catalog: ModelCatalog | None,
+             settings: CompactionSettings | None) -> tuple[dict[str, Any], _Dropped]:
+        """The meta's values that depend on the branch (every key of `_KEYS` not in `_OWN`), the
+        dropped list still without what it takes from the entries' facts (`finish` adds it)."""
         index, branch_index = self.index, self.branch_index
         branch = [index.entry(i) for i in branch_index]
         catalog = catalog if catalog is not None else _safe_catalog()
@@ -490,29 +504,17 @@ class _View:
             on_branch: dict[Any, int] = dict(zip(ids, branch_index, strict=True))
         except TypeError:  # an id that cannot be a key (a JSON list or object): leave those out
             on_branch = {k: i for k, i in zip(ids, branch_index, strict=True) if hashable(k)}
-        if not isinstance(facts, _EntryFacts):
-            facts = facts()
-        chars, whole = facts.chars, facts.whole_previews
-        dropped = []
+        rows: list[list[int]] = []
+        at: list[int] = []
         shows: dict[int, int] = {}  # tree row -> the dropped entry whose `dropped` preview it shows
         where = on_branch.get
         for position, _role, why, by in reasons:
-            at = branch_index[position]  # the dropped entry itself
+            entry_at = branch_index[position]  # the dropped entry itself
             key = ids[position]  # its id, read without touching the entry again (UNSET: none)
             tree_at = where(key if type(key) is str else str(None if key is UNSET else key), -1)
-            dropped.append([tree_at, _WHY[why], where(by, -1) if by is not None else -1, chars[at]])
-            shows[tree_at] = at
-        # Most entries of a long session are dropped ones: their preview is the one `dropped`
-        # makes, the entry's own unless the start of its text was not enough (or a repeated id
-        # points the row at another entry).
-        shows = {tree_at: at for tree_at, at in shows.items() if tree_at >= 0 and (tree_at != at or at in whole)}
-        if shows:
-            previews = facts.previews()
-            replaced = {tree_at: whole.get(at, previews[at]) for tree_at, at in shows.items()}
-            previews = list(previews)
-            for tree_at, preview in replaced.items():
-                previews[tree_at] = preview
-            facts.set_previews(previews)
+            rows.append([tree_at, _WHY[why], where(by, -1) if by is not None else -1])
+            at.append(entry_at)
+            shows[tree_at] = entry_at
         header = self.header
         return {
             "version": 1,
@@ -521,10 +523,43 @@ class _View:
             "name": index.session_name(),
             "branch": branch_index,
             "leaf": branch_index[-1] if branch_index else None,
-            "dropped": dropped,
             "compactions": compactions,
             "plot": plot,
-        }, facts
+        }, _Dropped(rows, at, shows)
+
+    @staticmethod
+    def finish(dropped: _Dropped, facts: _EntryFacts) -> list[list[int]]:
+        """The dropped list, each row with its entry's text length from `facts`; `facts`' previews
+        corrected where `dropped` shows another."""
+        chars, whole = facts.chars, facts.whole_previews
+        rows = dropped.rows
+        for row, entry_at in zip(rows, dropped.at, strict=True):
+            row.append(chars[entry_at])
+        # Most entries of a long session are dropped ones: their preview is the one `dropped`
+        # makes, the entry's own unless the start of its text was not enough (or a repeated id
+        # points the row at another entry).
+        shows = {tree_at: at for tree_at, at in dropped.shows.items()
+                 if tree_at >= 0 and (tree_at != at or at in whole)}
+        if shows:
+            previews = facts.previews()
+            replaced = {tree_at: whole.get(at, previews[at]) for tree_at, at in shows.items()}
+            previews = list(previews)
+            for tree_at, preview in replaced.items():
+                previews[tree_at] = preview
+            facts.set_previews(previews)
+        return rows
+
+
+class _Dropped:
+    """The dropped list as the walk finds it: per dropped entry its tree row, why (`_WHY`) and the
+    row of the entry that dropped it (`rows`), and its position in the file (`at`), where the
+    entries' facts give its text's length; `shows`: tree row -> the dropped entry it shows.
+    (A plain class: a dataclass is made by compiling its methods at import, ~2 M instructions.)"""
+
+    __slots__ = ("at", "rows", "shows")
+
+    def __init__(self, rows: list[list[int]], at: list[int], shows: dict[int, int]) -> None:
+        self.rows, self.at, self.shows = rows, at, shows
 
 
 def _tree_rows(index: EntryIndex) -> tuple[list[int], list[str], list[list[Any]]]:

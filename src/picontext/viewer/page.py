@@ -123,8 +123,9 @@ def render_page_bytes(meta: dict[str, Any] | bytes, lines: list[bytes] | bytes, 
     return b"".join(render_page_parts(meta, lines, live_url=live_url, stamp=stamp, packed=packed))
 
 
-def render_page_parts(meta: dict[str, Any] | bytes | list[bytes], lines: list[bytes] | bytes, *,
-                      live_url: str | None = None, stamp: str = "", packed: bytes | None = None) -> list[bytes]:
+def render_page_parts(meta: dict[str, Any] | bytes | list[bytes | memoryview], lines: list[bytes] | bytes, *,
+                      live_url: str | None = None, stamp: str = "",
+                      packed: bytes | memoryview | None = None) -> list[bytes | memoryview]:
     """`render_page_bytes` in the pieces that make it, for a caller that writes them out as they
     are (a 100k-entry export's page is ~40 MB: joining it is one more copy); `meta` may also be
     the pieces of its safe JSON."""
@@ -145,6 +146,7 @@ def render_page_parts(meta: dict[str, Any] | bytes | list[bytes], lines: list[by
     middle, _, tail = rest.partition("{{LINES}}")
     if packed is None:
         packed = _pack(lines if isinstance(lines, bytes) else b"\n".join(lines))
+    embedded: list[bytes | memoryview]
     if isinstance(meta, list):
         embedded = meta
     else:
