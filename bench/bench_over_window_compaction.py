@@ -18,7 +18,8 @@ requests stay here. Reported per size: tokens before and after, threshold, compa
 requests, wall time of the prompt (the compaction and one short reply) and per 1M tokens; the
 child's RSS after imports (base), with the session opened and parsed (loaded), its peak while
 opening and parsing, and its peak during the compaction alone (VmHWM reset through
-/proc/self/clear_refs once the session is loaded); (the higher peak - base) / file size; what
+/proc/self/clear_refs once the session is loaded; with `--phases`, reset again at every compaction
+event, so that each event reports the peak of the step before it); (the higher peak - base) / file size; what
 the compaction adds to the loaded session (its peak - loaded); and the largest summary request
 (chars/4 of its messages + its output budget) over the summarizer's window.
 
@@ -129,11 +130,29 @@ async def main():
                            stream_options=StreamOptions(api_key="k"),
                            settings=Settings({"compaction": args["settings"]}), summarizer=summarizer)
     events = []
-    session.subscribe(lambda e: events.append(e) if e["type"].startswith("compaction") else None)
+    phases = []  # (what had just happened, RSS then, the peak since the previous mark)
+
+    def mark(label):
+        phases.append((label, status_mb("VmRSS"), status_mb("VmHWM")))
+        with open("/proc/self/clear_refs", "w") as f:  # VmHWM from here: the next phase's peak
+            f.write("5")
+
+    def on_event(e):
+        if not e["type"].startswith("compaction"):
+            return
+        events.append(e)
+        if args["phases"]:
+            done = e["type"] if e["type"] != "compaction_progress" else (
+                f"{e.get('part')} {e.get('stage')} {e.get('done')}/{e.get('total')}")
+            mark(done)
+
+    session.subscribe(on_event)
     before = estimated_tokens(manager)
     began = time.perf_counter()
     await session.prompt("go on")
     wall = time.perf_counter() - began
+    if args["phases"]:
+        mark("the reply")
     times = [e for e in events if e["type"] in ("compaction_start", "compaction_end")]
     ends = [e for e in events if e["type"] == "compaction_end"]
     print(json.dumps({"before": before, "after": estimated_tokens(manager), "wall": wall,
@@ -141,7 +160,8 @@ async def main():
                       "errors": [e.get("errorMessage") for e in ends if not e.get("result")],
                       "progress": len([e for e in events if e["type"] == "compaction_progress"]),
                       "baselineMb": baseline, "loadedMb": loaded, "openingPeakMb": opening_peak,
-                      "peakMb": status_mb("VmHWM")}))
+                      "peakMb": max([status_mb("VmHWM")] + [p[2] for p in phases]),
+                      "phases": [[label, rss - baseline, peak - baseline] for label, rss, peak in phases]}))
 
 asyncio.run(main())
 '''
@@ -153,7 +173,7 @@ def request_tokens(body: dict[str, Any]) -> int:
 
 
 def run_size(tokens: int, huge_share: float, summarizer: str, llama: Any, request_seconds: float,
-             llama_max_tokens: int) -> dict[str, Any]:
+             llama_max_tokens: int, phases: bool = False) -> dict[str, Any]:
     with ScriptedModelServer() as server, tempfile.TemporaryDirectory() as tmp:
         path = write_session(Path(tmp), tokens, huge_share)
         size = path.stat().st_size
@@ -168,7 +188,7 @@ def run_size(tokens: int, huge_share: float, summarizer: str, llama: Any, reques
         server.expect(text("carrying on").when(lambda r: not is_summary(r)))
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         args = {"path": str(path), "dir": str(path.parent), "model": model, "summarizer": summary_model,
-                "settings": SETTINGS}
+                "settings": SETTINGS, "phases": phases}
         child = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True,
                                env=env, timeout=4 * 3600)
         if child.returncode != 0:
@@ -197,6 +217,9 @@ def main() -> None:
     parser.add_argument("--llama-max-tokens", type=int, default=512, help="the llama model's output cap")
     parser.add_argument("--huge-share", type=float, default=0.9,
                         help="share of the tokens in the one huge tool output (the rest: ordinary turns)")
+    parser.add_argument("--phases", action="store_true",
+                        help="also print, per compaction event, the child's RSS then and its peak since the "
+                             "previous event (MB over the base): which step the peak belongs to")
     args = parser.parse_args()
     llama = None
     if args.summarizer == "llama":
@@ -207,7 +230,7 @@ def main() -> None:
         rows = []
         for tokens in (int(x) for x in args.sizes.split(",")):
             row = run_size(tokens, args.huge_share, args.summarizer, llama, args.request_seconds,
-                           args.llama_max_tokens)
+                           args.llama_max_tokens, args.phases)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
@@ -231,6 +254,9 @@ def main() -> None:
               f"{r['peakMb'] - r['loadedMb']:>18.1f}{r['largest'] / r['window']:>21.2f}")
         if r["errors"]:
             print(f"{'':>9}errors: {r['errors']}")
+        for label, rss, phase_peak in r.get("phases", []):
+            print(f"{'':>9}{label:<32} RSS {rss:5.2f}  peak since the previous event {phase_peak:5.2f}"
+                  " MB over the base")
 
 
 if __name__ == "__main__":
