@@ -6,15 +6,12 @@ of the file gives; only the number of string objects changes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from picontext.session.manager import SessionManager
 
@@ -95,34 +92,30 @@ def test_a_long_name_or_an_odd_value_is_left_as_parsed(tmp_path: Path) -> None:
 
 
 PARSED = textwrap.dedent("""
-    import json, os, sys
-    def mb(field):
-        with open("/proc/self/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith(field + ":")) / 1024
+    import json, sys, tracemalloc
     from picontext.session.manager import SessionManager
-    base = mb("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    tracemalloc.start()
     manager = SessionManager.open(sys.argv[1])
     branch = manager.get_branch()
     manager.build_session_projection()
-    print(json.dumps({"peak": mb("VmHWM") - base, "entries": len(branch)}))
+    print(json.dumps({"peak": tracemalloc.get_traced_memory()[1] / 2**20, "entries": len(branch)}))
 """)
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc (VmHWM reset)")
-def test_a_session_of_ordinary_turns_parsed_whole_stays_under_five_times_its_file(tmp_path: Path) -> None:
+def test_a_session_of_ordinary_turns_parsed_whole_allocates_under_4_2_times_its_file(tmp_path: Path) -> None:
     """2,000 ordinary turns (3.8 MB of short entries, no large output): opened, its whole branch
     parsed and projected in a fresh process. Every parsed value used to be a string of its own
-    (each "assistant", "openai-completions", id and parent id 50-70 bytes): the peak was 5.58x
-    the file; with the names shared 4.60x (both the same in every run)."""
+    (each "assistant", "openai-completions", id and parent id 50-70 bytes): the peak of Python's
+    allocations was 4.64x the file; with the names shared 3.83x. Counted by tracemalloc, not RSS:
+    the process's RSS for the same work moved between 4.56x and 5.01x from run to run on one
+    quiet machine (allocator layout), too much for a bound that must fail without the sharing."""
     path = tmp_path / "s.jsonl"
     write_turns(path, 2000)
     size_mb = path.stat().st_size / 2**20
     out = subprocess.run([sys.executable, "-c", PARSED, str(path)], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     assert result["entries"] == 8000
-    assert result["peak"] < 5.0 * size_mb, f"peak {result['peak']:.2f} MB for a {size_mb:.2f} MB file"
+    assert result["peak"] < 4.2 * size_mb, f"peak {result['peak']:.2f} MB for a {size_mb:.2f} MB file"
 
 
 def test_a_one_shot_index_does_not_pay_for_sharing(tmp_path: Path) -> None:
