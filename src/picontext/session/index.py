@@ -104,6 +104,8 @@ class EntryIndex:
         else:
             entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
         self.entries = entries
+        self._long = {}
+        self._released = set()
         self._children = None
         self._parent_pos = None
         self.labels = {}
