@@ -36,6 +36,10 @@ from picontext.session.projection import (
 )
 
 
+def _editable(role: Any) -> bool:
+    return type(role) is str and role in EDITABLE_ROLES
+
+
 class EntryView(Protocol):
     """Read access to a session's entries by position, without parsing more than asked for."""
 
@@ -152,10 +156,10 @@ class LiveProjection:
         return result
 
     def _replaced_content(self, context: list[int], context_kinds: list[Any]) -> set[int]:
-        """Positions of the kept messages whose content no projection reads: the latest context
-        edit of their id in the folded context replaces it (or drops them) and their role is one
-        an edit changes. For these the fold takes the entry's head, its long strings left in the
-        file: a tool output of megabytes, shortened by the compaction, is not read back whole."""
+        """Positions of the context's messages whose content no projection reads: the latest
+        context edit of their id in the context replaces it (or drops them) and their role is one
+        an edit changes. For these `_entries` may take the entry's head, its long strings left in
+        the file: a tool output of megabytes, shortened by the compaction, is not read back whole."""
         assert self._view is not None
         view = self._view
         latest: dict[Any, Any] = {}
@@ -170,7 +174,7 @@ class LiveProjection:
         ids = view.ids_of(context)
         return {index for index, kind, key in zip(context, context_kinds, ids, strict=True)
                 if kind == "message" and key in latest and "replacement" in latest[key]
-                and (latest[key]["replacement"] is None or view.role_of(index) in EDITABLE_ROLES)}
+                and (latest[key]["replacement"] is None or _editable(view.role_of(index)))}
 
     def append(self, entry: Entry, index: int) -> list[Any]:
         """Extend the path by `entry` (a child of the current leaf, at `index` in the view);
