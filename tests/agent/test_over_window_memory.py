@@ -157,3 +157,101 @@ def test_opening_and_compacting_a_session_of_half_turns_peaks_under_2_75_times_t
     result = _compacted_in_a_child(path, WINDOW, SETTINGS, notes=200)
     assert result["compactions"] == 1
     assert result["peak"] < 2.75 * size_mb, f"peak {result['peak']:.1f} MB for a {size_mb:.1f} MB session"
+
+
+HOLDERS = textwrap.dedent("""
+    import asyncio, gc, json, sys
+
+    from picontext.agent.session import AgentSession
+    from picontext.ai.providers import StreamOptions
+    from picontext.compaction.completion import StreamCompletion
+    from picontext.compaction.settings import Settings
+    from picontext.session import store
+    from picontext.session.manager import SessionManager
+
+    args = json.loads(sys.argv[1])
+    reads = []  # whole reads of a long line (not its head)
+    load_long = store.FileLines.load_long
+
+    def counted(self, offset, length, *, texts=True):
+        if texts:
+            reads.append(length)
+        return load_long(self, offset, length, texts=texts)
+
+    store.FileLines.load_long = counted
+
+    def huge_texts():
+        # Live strings of the output's size, through any container the collector tracks (and
+        # the dicts and lists it does not: a content block holding only strings is untracked).
+        gc.collect()
+        found, seen = set(), set()
+        stack = [o for o in gc.get_objects() if isinstance(o, (list, dict, tuple))]
+        while stack:
+            o = stack.pop()
+            for v in (o.values() if isinstance(o, dict) else o):
+                if isinstance(v, str) and len(v) >= args["huge"]:
+                    found.add(id(v))
+                elif isinstance(v, (list, dict, tuple)) and not gc.is_tracked(v) and id(v) not in seen:
+                    seen.add(id(v))
+                    stack.append(v)
+        return len(found)
+
+    async def main():
+        manager = SessionManager.open(args["path"])
+        manager.get_branch()  # every entry parsed, as the compaction's plan parses them
+        manager.build_session_projection()
+        opened = huge_texts()
+        at_first_chunk = []
+        ends = []
+        session = AgentSession(manager, model=args["model"], system_prompt="Test agent.",
+                               stream_options=StreamOptions(api_key="k"),
+                               settings=Settings({"compaction": args["settings"]}),
+                               summarizer=StreamCompletion(args["model"], api_key="k"))
+
+        def on_event(e):
+            if e["type"] == "compaction_progress" and not at_first_chunk:
+                at_first_chunk.append(huge_texts())
+            elif e["type"] == "compaction_end":
+                ends.append(e)
+
+        session.subscribe(on_event)
+        reads.clear()
+        await session.prompt("go on")
+        newest_output = next(m for m in reversed(manager.build_session_context()["messages"])
+                             if m.get("role") == "toolResult")
+        print(json.dumps({"opened": opened, "at_first_chunk": at_first_chunk[0] if at_first_chunk else None,
+                          "after": huge_texts(), "reads": len(reads),
+                          "compactions": len([e for e in ends if e.get("result")]),
+                          "errors": [e.get("errorMessage") for e in ends if not e.get("result")],
+                          "output": newest_output["content"][0]["text"][:200],
+                          "entries": len(manager.get_branch())}))
+
+    asyncio.run(main())
+""")
+
+
+def test_the_shortened_output_is_held_by_nobody_from_the_chunk_round_on(tmp_path: Path) -> None:
+    """The newest tool output, 1.1 MB on one line, more than any cut can leave out: the
+    compaction shortens it (a context edit) and summarizes the turns before it in chunks. It was
+    held through the chunk round (the peak of the whole compaction) by the index's parsed
+    entry, the live projection and the preparation's projection, and read by the compaction's
+    own checks after it. Now none holds it from the first chunk request on, and nothing reads
+    it back: the context after the compaction is built from the entry's head."""
+    huge = 1_150_000
+    path = write_session(tmp_path, 120_000, huge)
+    with ScriptedModelServer() as server:
+        model = server.model(context_window=WINDOW, max_tokens=4096)
+        server.expect(*[text(NOTE).when(lambda r: "go on" not in json.dumps(r.body)) for _ in range(40)])
+        server.expect(text("carrying on").when(lambda r: "go on" in json.dumps(r.body)))
+        args = {"path": str(path), "model": dict(model), "settings": SETTINGS, "huge": huge}
+        out = subprocess.run([sys.executable, "-c", HOLDERS, json.dumps(args)], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["compactions"] == 1, result["errors"]
+    assert result["opened"] == 1  # the check finds it while it is held
+    assert result["at_first_chunk"] == 0
+    assert result["reads"] == 0
+    assert result["after"] == 0
+    assert result["output"].startswith("[tool result shortened by picontext: read(path=")
+    assert result["entries"] > 0  # the branch read whole again: the output is read back then

@@ -13,7 +13,7 @@ from picontext.session.manager import SessionManager
 from picontext.session.projection import build_session_path, build_session_projection, field_of, message_role
 
 OPS = ["user", "assistant", "tool", "system", "custom_message", "compaction", "edit", "branch", "reset",
-       "branch_summary", "label", "thinking", "model", "info"]
+       "branch_summary", "label", "thinking", "model", "info", "release"]
 
 
 def _assistant(i: int) -> dict:
@@ -66,6 +66,8 @@ def _apply(sm: SessionManager, op: str, pick: int, i: int) -> None:
         sm.append_model_change("prov", f"model-{pick % 2}")
     elif op == "info":
         sm.append_session_info(f"name {i}")
+    elif op == "release" and branch:  # what a compaction with kept masks does before its summaries
+        sm.release_contents([branch[pick % len(branch)]["id"]])
 
 
 def _dump(value: object) -> bytes:

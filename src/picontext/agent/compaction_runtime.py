@@ -74,7 +74,7 @@ from picontext.compaction.tokens import (
     should_compact,
 )
 from picontext.errors import CompactionError, NothingToCompact
-from picontext.session.projection import entry_time_ms, field_of
+from picontext.session.projection import SessionProjection, entry_time_ms, field_of
 from picontext.session.system_prompt import get_current_system_message
 
 __all__ = [
@@ -310,9 +310,7 @@ class CompactionRuntime:
         same_model = message.get("provider") == model.get("provider") and message.get("model") == model.get("id")
         entry_id = self.s.entry_id_of(message)
         projected = self._is_projected(entry_id)
-        after = self._entries_after(entry_id)
-        edit_after = any(field_of(e, "type") == "context_edit" for e in after)
-        retained = entry_id is None or self._retained_for_explicit(entry_id, after)
+        edit_after, retained = self._after_facts(entry_id)
         explicit = message.get("stopReason") == "error" and is_context_overflow(message, None)
         usage_matches = projected and not edit_after
         overflow = same_model and (
@@ -329,6 +327,14 @@ class CompactionRuntime:
 
     def _entries_after(self, entry_id: str | None) -> list[Any]:
         return list(self.s.manager.entries_after(entry_id))
+
+    def _after_facts(self, entry_id: str | None) -> tuple[bool, bool]:
+        """Whether a context edit follows the message's entry, and whether an explicit overflow
+        of it is retained. A function of its own: the entries after it (the newest tool output
+        among them) are not held by `check` through the compaction it may start."""
+        after = self._entries_after(entry_id)
+        edit_after = any(field_of(e, "type") == "context_edit" for e in after)
+        return edit_after, entry_id is None or self._retained_for_explicit(entry_id, after)
 
     @staticmethod
     def _retained_for_explicit(entry_id: str, after: list[Any]) -> bool:
@@ -374,20 +380,30 @@ class CompactionRuntime:
         if manager.context_has_edits():
             tokens = self.projected_tokens()
         elif message.get("stopReason") == "error" or direct == 0:
-            projection = manager.build_session_projection()
-            estimate = estimate_context_tokens(projection.messages)
-            index = estimate["lastUsageIndex"]
-            if index is not None and self._is_stale(projection.messages[index]):
+            estimate = self._estimate_unanchored(settings)
+            if estimate is None:
                 return False
-            tokens = int(estimate["tokens"])
-            if settings.calibrate_tokens:
-                ratios = learn_ratios(samples(projection.messages), model_key(self.s.model))
-                start = 0 if index is None else index + 1
-                dense = sum(dense_tokens(m) for m in projection.messages[start:])
-                tokens = int(estimate["usageTokens"]) + ratios.apply(int(estimate["trailingTokens"]), dense)
+            tokens = estimate
         else:
             tokens = direct
         return await self._due(tokens, settings, signal)
+
+    def _estimate_unanchored(self, settings: CompactionSettings) -> int | None:
+        """The context's estimate when the message reports no usage, or None when its usage
+        anchor is stale. Not inline in the coroutine: the projection it reads would be held
+        through the compaction that follows (the newest tool output with it)."""
+        projection = self.s.manager.build_session_projection()
+        estimate = estimate_context_tokens(projection.messages)
+        index = estimate["lastUsageIndex"]
+        if index is not None and self._is_stale(projection.messages[index]):
+            return None
+        tokens = int(estimate["tokens"])
+        if settings.calibrate_tokens:
+            ratios = learn_ratios(samples(projection.messages), model_key(self.s.model))
+            start = 0 if index is None else index + 1
+            dense = sum(dense_tokens(m) for m in projection.messages[start:])
+            tokens = int(estimate["usageTokens"]) + ratios.apply(int(estimate["trailingTokens"]), dense)
+        return tokens
 
     # -- the compaction itself -------------------------------------------------------------------
 
@@ -601,6 +617,9 @@ class CompactionRuntime:
                 if span_id is None and plan.settings.resumable:
                     span_id = await self.record_span(plan, reason=reason, instructions=instructions,
                                                      model=summarizer_ref(completion))
+                if plan.masks:
+                    self._release_kept(plan)
+                    prep = plan.preparation
                 with self.background.timing():  # for backgroundTokens "auto"
                     result = await self._summarize(plan, instructions, controller, completion, reason)
                 summary, first_kept, tokens_before = result.summary, result.first_kept_entry_id, result.tokens_before
@@ -622,6 +641,20 @@ class CompactionRuntime:
             raise CompactionCancelled() from exc
         return await self.announce(reason, will_retry, entry_id, summary, first_kept, tokens_before, details, usage,
                                    from_extension=from_extension)
+
+    def _release_kept(self, plan: CompactionPlan) -> None:
+        """Ours: the kept tool outputs that `plan.masks` shortens are held by nobody while the
+        summaries are written: the preparation keeps only the projection's summarized part (what
+        the summary path reads), and the session lets go of their values and of its projection,
+        rebuilt after the compaction from the masked heads (`SessionManager.release_contents`).
+        A session whose newest output is megabytes then holds it once less through the chunk
+        round, its peak (docs/compaction.md, "Round six"); a failed compaction reads it back."""
+        prep = plan.preparation
+        summarized = list(prep.projection.entries[: prep.first_kept_entry_index])
+        projection = SessionProjection(summarized, [m for item in summarized for m in item.messages],
+                                       prep.projection.thinking_level, prep.projection.model)
+        plan.preparation = dataclasses.replace(prep, projection=projection)
+        self.s.manager.release_contents([mask.target_id for mask in plan.masks])
 
     async def announce(
         self, reason: CompactionReason, will_retry: bool, entry_id: str, summary: str, first_kept: str,
@@ -660,8 +693,7 @@ class CompactionRuntime:
         threshold = self.threshold()
         if reason == "manual" or threshold is None or not self.settings().loop_guard:
             return
-        turn = sum(1 for e in self.s.manager.get_branch()
-                   if field_of(e, "type") == "message" and field_of(e.get("message"), "role") == "assistant")
+        turn = self.s.manager.assistant_message_count()  # from the heads: a released output stays in the file
         message = self.loop_guard.record(turn, before, after, threshold)
         if message is not None:
             await self.s.emit({"type": "compaction_skipped", "reason": reason, "message": message, "tokens": after})

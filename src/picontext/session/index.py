@@ -86,6 +86,10 @@ class EntryIndex:
         self.name_position: int | None = None
         self._has_assistant: bool | None = None
         self._ids_unique = True  # no id occurs twice (then an id names exactly one entry)
+        # Parsed entries whose line is a long line the file gives again (`store.FileLines`):
+        # position -> its `RawLine` (no bytes), so that `forget` can drop the value.
+        self._long: dict[int, RawLine] = {}
+        self._released: set[int] = set()  # positions `forget` dropped, until parsed again
 
     # ------------------------------------------------------------------ building
 
@@ -100,6 +104,8 @@ class EntryIndex:
         else:
             entries = [e for e in file_entries if type(e) is RawLine or field_of(e, "type") != "session"]
         self.entries = entries
+        self._long = {}
+        self._released = set()
         self._children = None
         self._parent_pos = None
         self.labels = {}
@@ -220,11 +226,46 @@ class EntryIndex:
         """The entry at `index` in file order, parsed on first use."""
         item = self.entries[index]
         if type(item) is RawLine:
+            line = item
+            if self._released:
+                self._released.discard(index)
             item = item.parse()
+            source = line.source
+            if source is not None and line.seq in getattr(source, "long", ()):
+                self._long[index] = line
             if self._share and type(item) is dict:
                 self._share_strings(index, item)
             self.entries[index] = item
         return item
+
+    def forget(self, index: int) -> bool:
+        """Drop the parsed value of the entry at `index` when its line is a long line the file
+        gives again (the next `entry(index)` reads it back); returns whether it was dropped.
+        For a compaction that shortens a kept tool output of megabytes: nothing needs its text
+        while the summaries are written, nor after (docs/compaction.md, "Round six")."""
+        line = self._long.pop(index, None)
+        if line is None or type(self.entries[index]) is RawLine:
+            return False
+        self.entries[index] = line
+        self._released.add(index)
+        return True
+
+    def has_released(self) -> bool:
+        """Whether some entry dropped by `forget` was not parsed again since."""
+        return bool(self._released)
+
+    def head_of(self, index: int) -> Entry | None:
+        """The entry at `index` without its long strings (each ""), read from the file, when
+        `forget` dropped it (and nothing parsed it since) and its long strings are all in its
+        message's content; else None. What a context needs of a message whose content a context
+        edit replaces."""
+        if index not in self._released:
+            return None
+        item = self.entries[index]
+        if type(item) is not RawLine or item.source is None or not hasattr(item.source, "head_of"):
+            return None
+        value = item.source.head_of(item.seq, item.id)
+        return value if type(value) is dict else None
 
     def _share_strings(self, index: int, entry: dict[str, Any]) -> None:
         """Point a parsed entry's repeated short strings at one object each: its id, type and

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from msgspec import UNSET
 
 from picontext.session.projection import (
+    EDITABLE_ROLES,
     ContextSettings,
     Entry,
     ProjectedContext,
@@ -33,6 +34,10 @@ from picontext.session.projection import (
     setting_entries_from_end,
     settings_of,
 )
+
+
+def _editable(role: Any) -> bool:
+    return type(role) is str and role in EDITABLE_ROLES
 
 
 class EntryView(Protocol):
@@ -67,6 +72,14 @@ class LiveProjection:
     def invalidate(self) -> None:
         self.valid = False
 
+    def release(self) -> None:
+        """Invalidate and let go of the context now (not at the next rebuild): what only the
+        context held is freed while the rebuild waits for the next reader."""
+        self.valid = False
+        self._context = ProjectedContext()
+        self._thinking_entry = self._model_entry = None
+        self._settings = None
+
     def rebuild(self, view: EntryView, path: list[int]) -> None:
         """Project the root-first `path` (positions of entries in `view`)."""
         self._view = view
@@ -83,7 +96,7 @@ class LiveProjection:
         last_compaction = next((pos for pos in range(len(path) - 1, -1, -1) if types[pos] == "compaction"), None)
         self.last_compaction = last_compaction
         if last_compaction is None:
-            self._context.reset([view.entry(i) for i in path])
+            self._context.reset(self._entries(path, types, path, types))
         else:
             self._context.reset(self._fold(view.entry(path[last_compaction])))
         self.valid = True
@@ -110,13 +123,58 @@ class LiveProjection:
         assert self._view is not None
         view = self._view
         start, at = fold_bounds(self._path_ids, compaction)
-        result = [compaction]
         kept = self._path[start:at]
-        for index, kind in zip(kept, view.types_of(kept), strict=True):
-            if not folds_away(kind, view.role_of(index) if kind == "message" else None):
-                result.append(view.entry(index))
-        result.extend(view.entry(index) for index in self._path[at + 1 :])
+        kinds = view.types_of(kept)
+        tail = self._path[at + 1 :]
+        tail_kinds = view.types_of(tail)
+        result = [compaction]
+        result.extend(self._entries(kept, kinds, kept + tail, kinds + tail_kinds, fold=True))
+        result.extend(view.entry(index) for index in tail)
         return result
+
+    def _entries(self, positions: list[int], kinds: list[Any], context: list[int], context_kinds: list[Any], *,
+                 fold: bool = False) -> list[Entry]:
+        """The entries at `positions` (of the folded `context`; with `fold`, those a fold keeps),
+        each parsed, or its head for a message the index released whose content the context's
+        edits replace (`EntryIndex.head_of`)."""
+        assert self._view is not None
+        view = self._view
+        released = getattr(view, "has_released", None)
+        if released is None or not released() or "context_edit" not in context_kinds:
+            if not fold:
+                return [view.entry(index) for index in positions]
+            return [view.entry(index) for index, kind in zip(positions, kinds, strict=True)
+                    if not folds_away(kind, view.role_of(index) if kind == "message" else None)]
+        head_of = view.head_of  # type: ignore[attr-defined]  # an EntryIndex: has_released found
+        replaced = self._replaced_content(context, context_kinds)
+        result = []
+        for index, kind in zip(positions, kinds, strict=True):
+            if fold and folds_away(kind, view.role_of(index) if kind == "message" else None):
+                continue
+            head = head_of(index) if index in replaced else None
+            result.append(view.entry(index) if head is None else head)
+        return result
+
+    def _replaced_content(self, context: list[int], context_kinds: list[Any]) -> set[int]:
+        """Positions of the context's messages whose content no projection reads: the latest
+        context edit of their id in the context replaces it (or drops them) and their role is one
+        an edit changes. For these `_entries` may take the entry's head, its long strings left in
+        the file: a tool output of megabytes, shortened by the compaction, is not read back whole."""
+        assert self._view is not None
+        view = self._view
+        latest: dict[Any, Any] = {}
+        for index, kind in zip(context, context_kinds, strict=True):
+            if kind == "context_edit":
+                edit = view.entry(index)
+                target = edit.get("targetId") if type(edit) is dict else None
+                if type(target) is str:
+                    latest[target] = edit
+        if not latest:
+            return set()
+        ids = view.ids_of(context)
+        return {index for index, kind, key in zip(context, context_kinds, ids, strict=True)
+                if kind == "message" and key in latest and "replacement" in latest[key]
+                and (latest[key]["replacement"] is None or _editable(view.role_of(index)))}
 
     def append(self, entry: Entry, index: int) -> list[Any]:
         """Extend the path by `entry` (a child of the current leaf, at `index` in the view);

@@ -11,6 +11,7 @@ markers are then replaced by the strings.
 
     load_long(read, length)            the line's value (read(pos, n): n bytes at pos of the line)
     load_long(read, length, texts=False)   the skeleton's value only: the markers stay (the head)
+    hollow_content(head)               that head with its message content's markers as "" (or None)
 
 The result is the value `_json.loads` would give for the whole line; a line that is not JSON
 raises `JsonLineError`.
@@ -27,7 +28,7 @@ import orjson
 
 from picontext import _json
 
-__all__ = ["LONG_LINE", "LONG_STRING", "PIECE", "LongLine", "load_long"]
+__all__ = ["LONG_LINE", "LONG_STRING", "PIECE", "LongLine", "hollow_content", "load_long"]
 
 LONG_LINE = 1 << 20
 """Lines from this size on are not kept as bytes when a session is opened lazily."""
@@ -149,6 +150,55 @@ def load_long(read: Callable[[int, int], bytes], length: int, *, texts: bool = T
     if not found:
         return value
     return _restore(value, marker, found if texts else None)
+
+
+_MARKER = "\x00picontext-long-"
+
+
+def _hollow(value: Any, inside: bool) -> tuple[Any, bool]:
+    """`value` with its markers as "" (allowed only `inside` the content); False if one is not."""
+    if type(value) is str:
+        if value.startswith(_MARKER):
+            return "", inside
+        return value, True
+    if type(value) is list:
+        items = []
+        for v in value:
+            item, ok = _hollow(v, inside)
+            if not ok:
+                return None, False
+            items.append(item)
+        return items, True
+    if type(value) is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is str and k.startswith(_MARKER):
+                return None, False
+            item, ok = _hollow(v, inside)
+            if not ok:
+                return None, False
+            out[k] = item
+        return out, True
+    return value, True
+
+
+def hollow_content(head: Any) -> Any:
+    """A message entry's head (`load_long(..., texts=False)`) with the long strings of its
+    message's content as "", or None when a long string is anywhere else (then only the whole
+    value will do). For a context whose edit replaces that content: it never reads it."""
+    message = head.get("message") if type(head) is dict else None
+    if type(message) is not dict:
+        return None
+    rest = {k: v for k, v in head.items() if k != "message"}
+    fields = {k: v for k, v in message.items() if k != "content"}
+    if not _hollow(rest, False)[1] or not _hollow(fields, False)[1]:
+        return None
+    content, ok = _hollow(message.get("content"), True)
+    if not ok:
+        return None
+    if "content" in message:
+        message["content"] = content
+    return head
 
 
 def _restore(value: Any, marker: str, found: list[str] | None) -> Any:

@@ -25,7 +25,7 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 from msgspec import UNSET
@@ -49,7 +49,7 @@ from picontext.session.confirm import ConfirmedWrites, Record, Unconfirmed
 from picontext.session.index import EntryIndex, key_of
 from picontext.session.live import LiveProjection
 from picontext.session.migrations import CURRENT_SESSION_VERSION, file_version, migrate_to_current
-from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection, field_of, message_role
+from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection, field_of
 from picontext.session.protocol import LoadResult, SessionHome, SessionStore
 from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
@@ -432,6 +432,27 @@ class SessionManager(ConfirmedWrites):
             return None
         return self._live_projection().path_position(entry_id)
 
+    def assistant_message_count(self) -> int:
+        """How many assistant messages the current branch holds, read from the index's heads
+        (nothing is parsed)."""
+        if not self._has_branch():
+            return 0
+        index = self._index
+        positions = self._live_projection().path_positions
+        return sum(1 for position, kind in zip(positions, index.types_of(positions), strict=True)
+                   if kind == "message" and index.role_of(position) == "assistant")
+
+    def release_contents(self, entry_ids: Iterable[Any]) -> None:
+        """Let go of what holds the entries `entry_ids` parsed (the index's values, for lines
+        the file gives again; the live projection, rebuilt when next asked). For a compaction
+        that replaces their content by context edits: the text is not held while its summaries
+        are written, and the rebuild after it reads only their heads (`LiveProjection._fold`)."""
+        for entry_id in entry_ids:
+            position = self._index.position_of(entry_id)
+            if position is not None:
+                self._index.forget(position)
+        self._live.release()
+
     def latest_compaction_position(self) -> int | None:
         """Position of the newest compaction on the current branch, or None."""
         return self._live_projection().last_compaction if self._has_branch() else None
@@ -761,6 +782,14 @@ class SessionManager(ConfirmedWrites):
         entry["name"] = re.sub(r"[\r\n]+", " ", name).strip()
         return self._append(entry)["id"]
 
+    def _on_branch(self, entry_id: str) -> bool:
+        """Whether an entry with `entry_id` is on the current branch; a released projection is
+        not rebuilt for it (that would parse the whole branch again)."""
+        if self._live.valid or not self._has_branch():
+            return self._live_projection().on_path(entry_id)
+        index = self._index
+        return entry_id in index.ids_of(path_to(index, self._leaf))
+
     def append_label_change(self, target_id: str, label: str | None = None) -> str:
         if target_id not in self._index:
             raise EntryNotFound(target_id)
@@ -776,12 +805,14 @@ class SessionManager(ConfirmedWrites):
             isinstance(replacement, dict) and isinstance(replacement.get("content"), str | list)
         ):
             raise InvalidReplacement()
-        target = self.get_entry(target_id)
-        if target is None:
+        # The target's type and role from the index (its head): an output of megabytes that a
+        # compaction shortens is not read back to be shortened (`release_contents`).
+        position = self._index.position_of(target_id)
+        if position is None:
             raise EntryNotFound(target_id)
-        if not self._live_projection().on_path(target_id):
+        if not self._on_branch(target_id):
             raise NotOnActiveBranch(target_id)
-        role = "custom" if field_of(target, "type") == "custom_message" else message_role(target)
+        role = "custom" if self._index.type_of(position) == "custom_message" else self._index.role_of(position)
         if role not in ("custom", "user", "assistant", "toolResult"):
             raise NotEditable(target_id)
         if replacement is not None and role in ("assistant", "toolResult") and isinstance(

@@ -37,7 +37,7 @@ from picontext import _files, _json
 from picontext._gc import gc_paused
 from picontext.errors import SessionFormatError, SessionLockedError, SessionWriteError, StaleSessionError
 from picontext.session import jsonl_columns, jsonl_index
-from picontext.session.long_lines import LONG_LINE, LongLine, load_long
+from picontext.session.long_lines import LONG_LINE, LongLine, hollow_content, load_long
 from picontext.session.paths import ensure_dir
 from picontext.session.protocol import ListingFacts, LoadResult, SessionStore, SkippedLine, Tail, account_listing_fact
 from picontext.session.records import (
@@ -338,6 +338,17 @@ class FileLines:
             return load_long(lambda at, n: os.pread(fd, n, offset + at), length, texts=texts)
         finally:
             os.close(fd)
+
+    def head_of(self, offset: int, entry_id: Any) -> Any:
+        """The long line at `offset` (which must hold `entry_id`) without its long strings, each
+        "", or None when the line is not long or has a long string outside its message's content."""
+        length = self.long.get(offset)
+        if length is None:
+            return None
+        value = self.load_long(offset, length, texts=False)
+        if not isinstance(value, dict) or value.get("id", msgspec.UNSET) != entry_id:
+            raise self._changed()
+        return hollow_content(value)
 
     def load_entry(self, offset: int, entry_id: Any) -> Any:
         """The value of the entry at `offset`, which must have `entry_id`."""
