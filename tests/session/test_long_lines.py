@@ -191,17 +191,19 @@ def test_opening_and_parsing_a_20_mb_session_peaks_below_twice_its_size(tmp_path
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc (VmHWM reset)")
-def test_opening_a_1_mb_session_peaks_below_one_and_a_half_times_its_size(tmp_path: Path) -> None:
+def test_opening_a_1_mb_session_peaks_below_one_and_three_quarters_its_size(tmp_path: Path) -> None:
     """The same shape at 1.2 MB (a 1.1 MB output): what the reader holds besides the lines (the
     chunk it reads, the split copy of it, the output line kept as bytes) was 2.85x the file at the
-    peak; now ~1x."""
+    peak; now 0.89-1.11x (70 runs). The bound leaves room for the allocator: one run inside a
+    loaded `tests/session` run peaked at 1.53x (0.6 MB more, as from where the heap landed), which
+    a 1.5x bound failed."""
     path = tmp_path / "s.jsonl"
     write_session(path, 100, 1_150_000, log='2026-12-02T12:00:00Z [build] linking "module" ... ok\n')
     size_mb = path.stat().st_size / 2**20
     out = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     assert result["entries"] == 101
-    assert result["peak"] < 1.5 * size_mb, f"peak {result['peak']:.2f} MB for a {size_mb:.2f} MB file"
+    assert result["peak"] < 1.75 * size_mb, f"peak {result['peak']:.2f} MB for a {size_mb:.2f} MB file"
 
 
 def test_the_default_client_loads_certificates_only_for_a_tls_connection() -> None:
