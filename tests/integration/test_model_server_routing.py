@@ -49,3 +49,59 @@ def test_unused_steps_are_named_in_a_few_words() -> None:
     assert message.startswith("ScriptedModelServer: 9 scripted step(s) never requested (0 requests arrived): ")
     assert "http 400 (overflow)" in message and "reply[text 'hi', tool_call read]" in message
     assert "reply[text 'held'] held" in message and message.endswith("; and 4 more")
+
+
+def _post_and_leave(server: ScriptedModelServer, keep_open: bool = False) -> object:
+    """A client that writes a whole request and walks away, as a cancelled sibling request does."""
+    import json
+    import socket
+
+    body = json.dumps({"model": "m", "stream": False, "messages": []}).encode()
+    conn = socket.create_connection(server._httpd.server_address[:2])  # type: ignore[union-attr]
+    conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                 b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    if keep_open:
+        return conn
+    conn.close()
+    return None
+
+
+def test_wait_idle_counts_requests_their_client_gave_up_on(server: ScriptedModelServer) -> None:
+    """The flake it ends: a request sent, its client cancelled, the server reading it after the
+    test's reset on a loaded machine. After `wait_idle` every request sent is recorded."""
+    for sent in range(1, 21):
+        server.expect(http_error(503, "busy"))
+        _post_and_leave(server)
+        assert server.wait_idle()
+        assert len(server.requests) == sent and not server.pending_steps
+
+
+def test_wait_idle_does_not_wait_for_idle_kept_alive_connections(server: ScriptedModelServer) -> None:
+    server.expect(text("one"))
+    conn = _post_and_leave(server, keep_open=True)  # answered, then left open (a client's pool)
+    try:
+        assert server.wait_idle()
+        assert len(server.requests) == 1
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+
+
+def test_wait_idle_gives_up_on_a_stream_held_open() -> None:
+    import threading
+
+    release = threading.Event()
+    with ScriptedModelServer(text("held").hold_after(1, release)) as held_server:
+        model = held_server.model("openai-completions")
+
+        async def ask() -> None:
+            await complete(model, _ctx("hi"), StreamOptions(api_key="k"))
+
+        async def run() -> None:
+            task = asyncio.create_task(ask())
+            await asyncio.to_thread(held_server.wait_for_requests, 1)
+            assert not await asyncio.to_thread(held_server.wait_idle, 0.3)  # still answering
+            release.set()
+            await task
+            assert await asyncio.to_thread(held_server.wait_idle)
+
+        asyncio.run(run())

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import socket
 import threading
 import time
@@ -603,6 +604,15 @@ class _StampedWriter:
         return getattr(self.raw, name)
 
 
+def _readable(sockets: list[socket.socket], timeout: float | None) -> bool:
+    """Whether any of `sockets` has bytes (or EOF, or a connection) to read; `poll`, as a long
+    test run's descriptors can pass select's limit of 1024."""
+    poller = select.poll()
+    for sock in sockets:
+        poller.register(sock, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else timeout * 1000))
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # TCP_NODELAY, as model APIs' servers send: with Nagle's algorithm a stream's last small frame
@@ -613,6 +623,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         return
+
+    def handle_one_request(self) -> None:
+        # Counted as busy only once its bytes (or its EOF) have arrived, and counted before they
+        # are read: `wait_idle` then sees either the busy count or a readable socket, never a gap.
+        # (Clients here do not pipeline, so nothing waits in `rfile`'s buffer between requests.)
+        _readable([self.connection], None)
+        owner = self.server.owner
+        owner._busy(+1)
+        try:
+            super().handle_one_request()
+        finally:
+            owner._busy(-1)
 
     def do_GET(self) -> None:
         self._handle()
@@ -726,6 +748,21 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     owner: ScriptedModelServer
 
+    def get_request(self) -> tuple[socket.socket, Any]:
+        # Busy from before `accept` takes the connection off the backlog (while the listening
+        # socket is still readable) until the connection is in the set `wait_idle` watches.
+        self.owner._busy(+1)
+        try:
+            conn, address = super().get_request()
+            self.owner._opened(conn)
+            return conn, address
+        finally:
+            self.owner._busy(-1)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.owner._closed(request)
+        super().shutdown_request(request)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client closing its kept-alive connection (or abandoning a stream) is normal here.
         import sys
@@ -750,6 +787,8 @@ class ScriptedModelServer:
         self.requests: list[RecordedRequest] = []
         self._answered_at: dict[int, float] = {}  # id(request) -> time.monotonic() after its response
         self.unexpected: list[RecordedRequest] = []
+        self._busy_count = 0  # connections being accepted + requests being read or answered
+        self._connections: set[socket.socket] = set()
         self._stopping = threading.Event()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -796,7 +835,9 @@ class ScriptedModelServer:
         return self
 
     def reset(self) -> None:
-        """Forget steps and recorded requests (between tests sharing one server)."""
+        """Forget steps and recorded requests (between tests sharing one server), once the
+        requests already sent have landed (`wait_idle`), so none is counted after the reset."""
+        self.wait_idle(5.0)  # a stream still held open: go on; its step is the test's to check
         with self._lock:
             self._steps.clear()
             self.requests.clear()
@@ -836,6 +877,50 @@ class ScriptedModelServer:
             self._finished.wait_for(lambda: id(req) in self._answered_at, timeout)
             return self._answered_at.get(id(req))
 
+    def _busy(self, delta: int) -> None:
+        with self._lock:
+            self._busy_count += delta
+            self._finished.notify_all()
+
+    def _opened(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def _closed(self, conn: Any) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+            self._finished.notify_all()
+
+    def _idle(self) -> bool:
+        # Under the lock: a handler must take the lock to count itself busy before it reads, so
+        # bytes not yet counted are still in a socket and show as readable here.
+        if self._busy_count:
+            return False
+        if self._httpd is None:
+            return True
+        try:
+            return not _readable([self._httpd.socket, *self._connections], 0)
+        except (OSError, ValueError):  # a connection closed under us: look again
+            return False
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Wait until every request a client has sent has been answered: none being read or
+        answered, no connection waiting to be accepted, no bytes unread on an open connection.
+
+        A client that gives up on a request (a cancelled sibling, an abandoned stream) may have
+        sent it already; the server sees it late on a loaded machine. `reset()` and
+        `assert_complete()` wait so, so that such a request is counted in the test that sent it.
+        False on timeout (a stream held open by its step). Waits on the server's events, re-checking sockets only
+        between them (every 10 ms at most)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not self._idle():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._finished.wait(min(left, 0.01))
+        return True
+
     def wait_for_requests(self, count: int, timeout: float = 30) -> None:
         """Block until `count` requests have arrived (an event, not a sleep); AssertionError on timeout."""
         with self._arrived:
@@ -843,7 +928,8 @@ class ScriptedModelServer:
                 raise AssertionError(f"ScriptedModelServer: {len(self.requests)} of {count} requests after {timeout}s")
 
     def assert_complete(self) -> None:
-        """Fail on unexpected requests or steps never consumed."""
+        """Fail on unexpected requests or steps never consumed (once the requests sent have landed)."""
+        self.wait_idle(5.0)  # a stream still held open: go on; its step is the test's to check
         with self._lock:
             if self.unexpected:
                 listed = ", ".join(f"{r.method} {r.path}" for r in self.unexpected)
