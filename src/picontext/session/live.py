@@ -139,21 +139,15 @@ class LiveProjection:
         edits replace (`EntryIndex.head_of`)."""
         assert self._view is not None
         view = self._view
+        if fold:
+            positions = [index for index, kind in zip(positions, kinds, strict=True)
+                         if not folds_away(kind, view.role_of(index) if kind == "message" else None)]
         released = getattr(view, "has_released", None)
         if released is None or not released() or "context_edit" not in context_kinds:
-            if not fold:
-                return [view.entry(index) for index in positions]
-            return [view.entry(index) for index, kind in zip(positions, kinds, strict=True)
-                    if not folds_away(kind, view.role_of(index) if kind == "message" else None)]
+            return [view.entry(index) for index in positions]
         head_of = view.head_of  # type: ignore[attr-defined]  # an EntryIndex: has_released found
         replaced = self._replaced_content(context, context_kinds)
-        result = []
-        for index, kind in zip(positions, kinds, strict=True):
-            if fold and folds_away(kind, view.role_of(index) if kind == "message" else None):
-                continue
-            head = head_of(index) if index in replaced else None
-            result.append(view.entry(index) if head is None else head)
-        return result
+        return [(head_of(index) if index in replaced else None) or view.entry(index) for index in positions]
 
     def _replaced_content(self, context: list[int], context_kinds: list[Any]) -> set[int]:
         """Positions of the context's messages whose content no projection reads: the latest
