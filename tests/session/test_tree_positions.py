@@ -12,7 +12,7 @@ import pytest
 
 from picontext._clock import js_date_ms
 from picontext.session.index import EntryIndex
-from picontext.session.tree import tree_positions
+from picontext.session.tree import on_path, path_to, tree_positions
 
 
 def reference(entries: list[Any]) -> tuple[list[int], dict[int, list[int]]]:
@@ -94,3 +94,22 @@ def test_own_parent_and_falsy_parent_ids() -> None:
         index = EntryIndex()
         index.load(entries)
         assert tree_positions(index) == reference(index.entries)
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_on_path_is_membership_in_the_path(odd: bool) -> None:
+    """`on_path` walks up from the leaf and stops at the id; it answers as the whole path does,
+    parent cycles (a parent written after its child) and duplicate or odd ids included."""
+    rng = random.Random(21)
+    for _ in range(300):
+        file_entries = session(rng, rng.randrange(1, 40), odd)
+        if odd and rng.random() < 0.5:  # a parent cycle: an early entry's parent is a later one
+            objects = [e for e in file_entries[1:] if isinstance(e, dict) and "id" in e]
+            rng.choice(objects)["parentId"] = rng.choice(objects)["id"]
+        index = EntryIndex()
+        index.load(file_entries)
+        ids = [e.get("id") if isinstance(e, dict) else None for e in file_entries]
+        for leaf in [None, "missing", *rng.sample(ids, min(5, len(ids)))]:
+            path_ids = index.ids_of(path_to(index, leaf))
+            for entry_id in [*ids, "missing", None]:
+                assert on_path(index, leaf, entry_id) == (entry_id in path_ids), (leaf, entry_id)

@@ -307,6 +307,9 @@ class EntryIndex:
         """Ids of the entries at `positions` (UNSET where an entry has no id key)."""
         return list(map(self._ids.__getitem__, positions))
 
+    def id_at(self, index: int) -> Any:
+        return self._ids[index]
+
     def types_of(self, positions: Iterable[int]) -> list[Any]:
         return list(map(self._types.__getitem__, positions))
 

@@ -53,7 +53,7 @@ from picontext.session.projection import LAST, Entry, LeafArg, SessionProjection
 from picontext.session.protocol import LoadResult, SessionHome, SessionStore
 from picontext.session.store import JsonlSessionStore
 from picontext.session.system_prompt import get_current_system_message
-from picontext.session.tree import BranchView, TreeNode, build_tree, path_to
+from picontext.session.tree import BranchView, TreeNode, build_tree, on_path, path_to
 from picontext.session.writer import APP_NAME, SessionWriter
 
 Warn = Callable[[str], None]
@@ -787,8 +787,7 @@ class SessionManager(ConfirmedWrites):
         not rebuilt for it (that would parse the whole branch again)."""
         if self._live.valid or not self._has_branch():
             return self._live_projection().on_path(entry_id)
-        index = self._index
-        return entry_id in index.ids_of(path_to(index, self._leaf))
+        return on_path(self._index, self._leaf, entry_id)
 
     def append_label_change(self, target_id: str, label: str | None = None) -> str:
         if target_id not in self._index:

@@ -33,13 +33,9 @@ class TreeNode:
 
 def path_to(index: EntryIndex, leaf: LeafArg) -> list[int]:
     """Positions from the root to `leaf`; an unknown leaf means the last entry, as in Pi."""
-    if leaf is None:
-        return []
-    start = index.position_of(leaf) if leaf else None
+    start = _leaf_position(index, leaf)
     if start is None:
-        if not len(index):
-            return []
-        start = len(index) - 1
+        return []
     parent_pos = index.parent_positions()
     limit = len(parent_pos)
     path: list[int] = []
@@ -52,6 +48,30 @@ def path_to(index: EntryIndex, leaf: LeafArg) -> list[int]:
             return _path_without_cycle(parent_pos, start)
     path.reverse()
     return path
+
+
+def _leaf_position(index: EntryIndex, leaf: LeafArg) -> int | None:
+    if leaf is None:
+        return None
+    start = index.position_of(leaf) if leaf else None
+    if start is None and len(index):
+        start = len(index) - 1
+    return start
+
+
+def on_path(index: EntryIndex, leaf: LeafArg, entry_id: Any) -> bool:
+    """`entry_id in index.ids_of(path_to(index, leaf))`, walking up from the leaf only until it
+    meets the id: an entry near the leaf costs a few steps, not the whole branch."""
+    current = _leaf_position(index, leaf)
+    parent_pos = index.parent_positions()
+    id_at = index.id_at
+    for _ in range(len(parent_pos) + 1):  # a parent cycle visits its entries again: stop
+        if current is None:
+            return False
+        if id_at(current) == entry_id:
+            return True
+        current = parent_pos[current]
+    return False
 
 
 def _path_without_cycle(parent_pos: list[int | None], start: int) -> list[int]:
