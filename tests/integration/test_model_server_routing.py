@@ -105,3 +105,19 @@ def test_wait_idle_gives_up_on_a_stream_held_open() -> None:
             assert await asyncio.to_thread(held_server.wait_idle)
 
         asyncio.run(run())
+
+
+def test_reset_and_assert_complete_wait_for_requests_already_sent() -> None:
+    import pytest
+
+    from picontext.scripted import UnexpectedModelRequest
+
+    with ScriptedModelServer() as fresh:
+        for _ in range(10):
+            fresh.expect(http_error(503, "busy"))
+            _post_and_leave(fresh)
+            fresh.reset()  # the request lands before the reset, not after it
+            assert fresh.wait_idle() and fresh.requests == [] and fresh.unexpected == []
+        _post_and_leave(fresh)  # no step for it: the teardown check must see it
+        with pytest.raises(UnexpectedModelRequest):
+            fresh.assert_complete()
