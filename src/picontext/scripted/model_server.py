@@ -910,8 +910,8 @@ class ScriptedModelServer:
         A client that gives up on a request (a cancelled sibling, an abandoned stream) may have
         sent it already; the server sees it late on a loaded machine. `reset()` and
         `assert_complete()` wait so, so that such a request is counted in the test that sent it.
-        False on timeout (a stream held open by its step). Waits on the server's events, re-checking sockets only
-        between them (every 10 ms at most)."""
+        False on timeout (a stream held open by its step). Waits on the server's events,
+        re-checking the sockets between them (every 10 ms at most)."""
         deadline = time.monotonic() + timeout
         with self._lock:
             while not self._idle():
